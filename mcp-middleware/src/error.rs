@@ -1,0 +1,54 @@
+//! The errors of the proxy core, each saying which side failed.
+
+use std::io;
+
+/// An upstream server could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum UpstreamError {
+    /// The child process could not be started.
+    #[error("could not start upstream server `{server}`: {source}")]
+    Spawn {
+        /// The command line.
+        server: String,
+        /// Why the operating system refused.
+        source: io::Error,
+    },
+}
+
+/// Why a proxy stopped serving.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProxyError {
+    /// The upstream could not be started when the proxy started.
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    /// The downstream (client) side could not be set up or written.
+    #[error("downstream {what}: {source}")]
+    Downstream {
+        /// What was being done.
+        what: &'static str,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// No model of that name is linked into this binary.
+    #[error("unknown proxy model `{name}`; the models in this binary are: {known}")]
+    UnknownModel {
+        /// The name asked for.
+        name: String,
+        /// The names that exist, comma separated.
+        known: String,
+    },
+    /// Two models registered the same name.
+    #[error(
+        "two proxy models are named `{name}` (from {first} and {second}); model names must be unique"
+    )]
+    DuplicateModel {
+        /// The shared name.
+        name: &'static str,
+        /// Where the first one was defined.
+        first: &'static str,
+        /// Where the second one was defined.
+        second: &'static str,
+    },
+}

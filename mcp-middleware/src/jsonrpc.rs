@@ -1,0 +1,359 @@
+//! JSON-RPC 2.0 messages as the proxy sees them: an envelope read without parsing its payload.
+//!
+//! The forwarding path never materialises `params` or `result`: [`Message::parse`] reads only
+//! `id`, `method` and the *positions* of the payload members inside the original line, and
+//! [`splice`] writes a message back out by replacing just the bytes that must change (the id, or
+//! a rewritten `params`). Everything else, including members this crate has never heard of,
+//! reaches the other side byte for byte. That is what keeps the proxy both lossless (SPEC P1) and
+//! cheap: a 1 MB `tools/list` result is scanned once and copied once.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+use std::ops::Range;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// JSON-RPC "Parse error": the line was not JSON.
+pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC "Invalid Request": JSON, but not a JSON-RPC 2.0 message.
+pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC "Method not found".
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC "Invalid params".
+pub const INVALID_PARAMS: i64 = -32602;
+/// JSON-RPC "Internal error".
+pub const INTERNAL_ERROR: i64 = -32603;
+/// The upstream server is not available: it exited, could not be started, or closed its output
+/// before answering. The request may be retried; the proxy starts the upstream again.
+pub const UPSTREAM_UNAVAILABLE: i64 = -32001;
+/// The upstream server did not answer within the proxy's request timeout. The proxy has sent the
+/// upstream `notifications/cancelled` for the request.
+pub const UPSTREAM_TIMEOUT: i64 = -32002;
+
+/// The members of a JSON-RPC message, borrowed from the line they were read from.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+/// One JSON-RPC message, borrowed from its line.
+///
+/// Payloads are kept as [`RawValue`]s pointing into the line, so their byte ranges are known and
+/// the message can be re-emitted with [`splice`].
+#[derive(Debug)]
+pub enum Message<'a> {
+    /// A request: it has a method and an id, and expects a response.
+    Request {
+        /// The id exactly as written (a JSON number or string).
+        id: &'a RawValue,
+        /// The method name.
+        method: Cow<'a, str>,
+        /// The params, if present.
+        params: Option<&'a RawValue>,
+    },
+    /// A notification: a method without an id.
+    Notification {
+        /// The method name.
+        method: Cow<'a, str>,
+        /// The params, if present.
+        params: Option<&'a RawValue>,
+    },
+    /// A response carrying a result.
+    Result {
+        /// The id of the request it answers.
+        id: &'a RawValue,
+        /// The result.
+        result: &'a RawValue,
+    },
+    /// A response carrying an error. The id is `None` when the peer could not tell which request
+    /// failed (for example after a parse error).
+    Error {
+        /// The id of the request it answers, if known.
+        id: Option<&'a RawValue>,
+        /// The error object.
+        error: &'a RawValue,
+    },
+}
+
+/// Why a line is not a JSON-RPC message, with the JSON-RPC error code that says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Malformed {
+    /// [`PARSE_ERROR`] or [`INVALID_REQUEST`].
+    pub code: i64,
+    /// What was wrong, and where in the line.
+    pub message: String,
+    /// The id, when the message was JSON and had one, so the error can be addressed to it.
+    pub id: Option<String>,
+}
+
+impl<'a> Message<'a> {
+    /// Reads the envelope of one JSON-RPC message from `line` without parsing its payload.
+    ///
+    /// ```
+    /// use mcp_middleware::jsonrpc::Message;
+    /// let line = r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}"#;
+    /// match Message::parse(line).unwrap() {
+    ///     Message::Request { id, method, .. } => {
+    ///         assert_eq!(id.get(), "7");
+    ///         assert_eq!(method, "tools/list");
+    ///     }
+    ///     other => panic!("not a request: {other:?}"),
+    /// }
+    /// ```
+    pub fn parse(line: &'a str) -> Result<Self, Malformed> {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('[') {
+            return Err(Malformed {
+                code: INVALID_REQUEST,
+                message: "JSON-RPC batches are not supported: MCP removed them in 2025-06-18; \
+                          send one message per line"
+                    .to_owned(),
+                id: None,
+            });
+        }
+        let envelope: Envelope<'a> = serde_json::from_str(line).map_err(|err| Malformed {
+            code: if err.is_data() {
+                INVALID_REQUEST
+            } else {
+                PARSE_ERROR
+            },
+            message: format!(
+                "{}: {err}",
+                if err.is_data() {
+                    "Invalid Request"
+                } else {
+                    "Parse error"
+                }
+            ),
+            id: None,
+        })?;
+        let id = envelope.id.filter(|id| id.get() != "null");
+        let invalid = |message: String| Malformed {
+            code: INVALID_REQUEST,
+            message,
+            id: id.map(|id| id.get().to_owned()),
+        };
+        if envelope.jsonrpc.as_deref() != Some("2.0") {
+            return Err(invalid(
+                "Invalid Request: member \"jsonrpc\" must be \"2.0\"".to_owned(),
+            ));
+        }
+        if let Some(id) = id {
+            let first = id.get().as_bytes().first().copied();
+            if !matches!(first, Some(b'"' | b'-' | b'0'..=b'9')) {
+                return Err(invalid(format!(
+                    "Invalid Request: member \"id\" must be a string or a number, not {}",
+                    id.get()
+                )));
+            }
+        }
+        match (envelope.method, id, envelope.result, envelope.error) {
+            (Some(method), Some(id), None, None) => Ok(Message::Request {
+                id,
+                method,
+                params: envelope.params,
+            }),
+            (Some(method), None, None, None) => Ok(Message::Notification {
+                method,
+                params: envelope.params,
+            }),
+            (None, Some(id), Some(result), None) => Ok(Message::Result { id, result }),
+            (None, id, None, Some(error)) => Ok(Message::Error { id, error }),
+            _ => Err(invalid(
+                "Invalid Request: a message needs \"method\" (request or notification) or \
+                 exactly one of \"result\" and \"error\" (response)"
+                    .to_owned(),
+            )),
+        }
+    }
+}
+
+/// The byte range of `part` inside `line`. `part` must be a sub-slice of `line`, as every
+/// [`RawValue`] of a [`Message`] parsed from `line` is.
+pub fn range_in(line: &str, part: &RawValue) -> Range<usize> {
+    let start = (part.get().as_ptr() as usize).wrapping_sub(line.as_ptr() as usize);
+    debug_assert!(start <= line.len(), "range_in: part is not inside line");
+    start..start + part.get().len()
+}
+
+/// Copies `line` with each range replaced by its text. Ranges must be sorted and disjoint.
+///
+/// ```
+/// use mcp_middleware::jsonrpc::splice;
+/// assert_eq!(splice(r#"{"id":1,"x":2}"#, &[(6..7, "42")]), r#"{"id":42,"x":2}"#);
+/// ```
+pub fn splice(line: &str, replacements: &[(Range<usize>, &str)]) -> String {
+    let extra: usize = replacements.iter().map(|(_, text)| text.len()).sum();
+    let mut out = String::with_capacity(line.len() + extra);
+    let mut at = 0;
+    for (range, text) in replacements {
+        out.push_str(&line[at..range.start]);
+        out.push_str(text);
+        at = range.end;
+    }
+    out.push_str(&line[at..]);
+    out
+}
+
+/// A request line: `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":<params>}`.
+/// `id` and `params` are raw JSON.
+pub fn request(id: &str, method: &str, params: Option<&str>) -> String {
+    let mut out = String::with_capacity(64 + params.map_or(0, str::len));
+    out.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    out.push_str(id);
+    out.push_str(r#","method":"#);
+    push_json_string(&mut out, method);
+    if let Some(params) = params {
+        out.push_str(r#","params":"#);
+        out.push_str(params);
+    }
+    out.push('}');
+    out
+}
+
+/// A notification line. `params` is raw JSON.
+pub fn notification(method: &str, params: Option<&str>) -> String {
+    let mut out = String::with_capacity(64 + params.map_or(0, str::len));
+    out.push_str(r#"{"jsonrpc":"2.0","method":"#);
+    push_json_string(&mut out, method);
+    if let Some(params) = params {
+        out.push_str(r#","params":"#);
+        out.push_str(params);
+    }
+    out.push('}');
+    out
+}
+
+/// A success response line. `id` and `result` are raw JSON.
+pub fn result(id: &str, result: &str) -> String {
+    let mut out = String::with_capacity(40 + result.len());
+    out.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    out.push_str(id);
+    out.push_str(r#","result":"#);
+    out.push_str(result);
+    out.push('}');
+    out
+}
+
+/// An error response line. `id` is raw JSON (`None` writes `null`).
+///
+/// ```
+/// use mcp_middleware::jsonrpc::{error, METHOD_NOT_FOUND};
+/// assert_eq!(
+///     error(Some("3"), METHOD_NOT_FOUND, "Method not found: x"),
+///     r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"Method not found: x"}}"#
+/// );
+/// ```
+pub fn error(id: Option<&str>, code: i64, message: &str) -> String {
+    let mut out = String::with_capacity(64 + message.len());
+    out.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    out.push_str(id.unwrap_or("null"));
+    let _ = write!(out, r#","error":{{"code":{code},"message":"#);
+    push_json_string(&mut out, message);
+    out.push_str("}}");
+    out
+}
+
+/// Appends `text` as a JSON string literal.
+fn push_json_string(out: &mut String, text: &str) {
+    // Method names and messages are short; serde_json's escaper is correct for every input.
+    match serde_json::to_string(text) {
+        Ok(quoted) => out.push_str(&quoted),
+        Err(_) => out.push_str("\"\""),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_every_kind() {
+        let request = r#"{"jsonrpc":"2.0","id":"a","method":"m","params":{"x":1}}"#;
+        assert!(matches!(
+            Message::parse(request),
+            Ok(Message::Request { .. })
+        ));
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/x"}"#;
+        assert!(matches!(
+            Message::parse(note),
+            Ok(Message::Notification { params: None, .. })
+        ));
+        let ok = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+        assert!(matches!(Message::parse(ok), Ok(Message::Result { .. })));
+        let err = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#;
+        assert!(matches!(
+            Message::parse(err),
+            Ok(Message::Error { id: None, .. })
+        ));
+    }
+
+    #[test]
+    fn rejects_what_is_not_json_rpc() {
+        let parse = Message::parse("{not json").unwrap_err();
+        assert_eq!(parse.code, PARSE_ERROR);
+        assert!(
+            parse.message.contains("line 1 column 2"),
+            "{}",
+            parse.message
+        );
+        let version = Message::parse(r#"{"jsonrpc":"1.0","id":4,"method":"m"}"#).unwrap_err();
+        assert_eq!(
+            (version.code, version.id.as_deref()),
+            (INVALID_REQUEST, Some("4"))
+        );
+        let kind = Message::parse(r#"{"jsonrpc":"2.0","id":4}"#).unwrap_err();
+        assert_eq!(kind.code, INVALID_REQUEST);
+        let id = Message::parse(r#"{"jsonrpc":"2.0","id":{},"method":"m"}"#).unwrap_err();
+        assert_eq!(id.code, INVALID_REQUEST);
+        let wrong_type = Message::parse(r#"{"jsonrpc":"2.0","id":1,"method":5}"#).unwrap_err();
+        assert_eq!(wrong_type.code, INVALID_REQUEST);
+        let batch = Message::parse(r#"[{"jsonrpc":"2.0","id":1,"method":"m"}]"#).unwrap_err();
+        assert_eq!(batch.code, INVALID_REQUEST);
+    }
+
+    #[test]
+    fn splices_the_id_and_keeps_every_other_byte() {
+        let line = r#"{"jsonrpc":"2.0", "id" : "abc","result":{"unknown":[1, 2]},"extra":true}"#;
+        let Ok(Message::Result { id, .. }) = Message::parse(line) else {
+            panic!("not a result")
+        };
+        let out = splice(line, &[(range_in(line, id), "9")]);
+        assert_eq!(
+            out,
+            r#"{"jsonrpc":"2.0", "id" : 9,"result":{"unknown":[1, 2]},"extra":true}"#
+        );
+    }
+
+    #[test]
+    fn builds_messages_with_escaped_text() {
+        assert_eq!(
+            error(None, PARSE_ERROR, "bad \"quote\""),
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad \"quote\""}}"#
+        );
+        assert_eq!(
+            request("1", "ping", None),
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#
+        );
+        assert_eq!(
+            notification("notifications/initialized", Some("{}")),
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}"#
+        );
+        assert_eq!(
+            result("\"x\"", "{}"),
+            r#"{"jsonrpc":"2.0","id":"x","result":{}}"#
+        );
+    }
+}

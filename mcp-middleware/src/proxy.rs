@@ -1,0 +1,111 @@
+//! The entry point: a proxy that serves one client connection in front of one upstream.
+
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
+use tokio::sync::mpsc;
+
+use crate::error::ProxyError;
+use crate::registry::ModelInfo;
+use crate::session::{Event, Session, SessionOptions};
+use crate::transport::{LineReader, stdio, write_lines};
+use crate::upstream::StdioServer;
+
+/// A proxy between one MCP client and one upstream server.
+///
+/// ```no_run
+/// use mcp_middleware::{Proxy, registry, upstream::StdioServer};
+///
+/// # async fn run() -> Result<(), mcp_middleware::ProxyError> {
+/// let server = StdioServer::new("npx").args(["-y", "@modelcontextprotocol/server-everything"]);
+/// Proxy::new(server).serve_stdio().await
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Proxy {
+    server: StdioServer,
+    model: Option<&'static ModelInfo>,
+    options: SessionOptions,
+}
+
+impl Proxy {
+    /// A transparent proxy in front of `server`.
+    pub fn new(server: StdioServer) -> Self {
+        Self {
+            server,
+            model: None,
+            options: SessionOptions::default(),
+        }
+    }
+
+    /// Runs `model` on the messages. The models linked in today (`passthrough`) have no hooks, so
+    /// every message takes the forwarding path.
+    pub fn model(mut self, model: &'static ModelInfo) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// Replaces the session settings.
+    pub fn options(mut self, options: SessionOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Serves the client on the process's stdin and stdout until the client closes stdin.
+    pub async fn serve_stdio(self) -> Result<(), ProxyError> {
+        let (input, output) = stdio::stdio().map_err(|source| ProxyError::Downstream {
+            what: "stdio could not be opened",
+            source,
+        })?;
+        self.serve(input, output).await
+    }
+
+    /// Serves one client that speaks newline-delimited JSON-RPC on `input` and `output`, until
+    /// `input` ends. Starts the upstream first; fails if it cannot be started.
+    pub async fn serve<R, W>(self, input: R, output: W) -> Result<(), ProxyError>
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        if let Some(model) = self.model {
+            tracing::info!(model = model.name, server = %self.server, "proxy starting");
+        }
+        let (events_tx, events) = mpsc::channel(256);
+        let (to_client, client_queue) = mpsc::unbounded_channel();
+        let session = Session::start(
+            self.server,
+            self.options.clone(),
+            events_tx.clone(),
+            to_client,
+        )?;
+        let writer = tokio::spawn(write_lines(output, client_queue));
+        let max = self.options.max_message_bytes;
+        let reader = tokio::spawn(async move {
+            let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, input), max);
+            loop {
+                match lines.next_line().await {
+                    Ok(Some(frame)) => {
+                        if events_tx.send(Event::Client(frame)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(err) => {
+                        tracing::warn!(%err, "reading from the client failed");
+                        break;
+                    }
+                }
+            }
+            let _ = events_tx.send(Event::ClientClosed).await;
+        });
+        session.run(events).await;
+        reader.abort();
+        match writer.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(source)) if source.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            Ok(Err(source)) => Err(ProxyError::Downstream {
+                what: "writing to the client failed",
+                source,
+            }),
+            Err(_) => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,1030 @@
+//! One client connection through the proxy to its upstream: the forwarding event loop.
+//!
+//! A session owns everything that is per connection: the id and progress-token maps, the
+//! handshake to replay when the upstream restarts, and the upstream link itself. All of it lives
+//! in one task that handles one event at a time ([`Event`]), so there are no locks on the path.
+//! Readers feed the task through a bounded channel (back-pressure on a flooding peer); the task
+//! writes through unbounded queues to writer tasks, so it never waits on a slow peer and a full
+//! pipe in one direction can never deadlock the other.
+//!
+//! The path of a request, start to end:
+//! 1. [`Session::on_client_line`] reads the envelope ([`Message::parse`]), gives the request a
+//!    fresh upstream id, swaps a progress token for that id if the client sent one, and splices
+//!    both into the original line, which goes to the upstream otherwise untouched.
+//! 2. [`Session::on_upstream_line`] finds the pending entry by the upstream id and splices the
+//!    client's id back into the response line.
+//!
+//! Requests the upstream sends (sampling, elicitation, roots, ping) travel the mirror path with
+//! ids the proxy allocates toward the client. Protocol-era differences between the two sides are
+//! the [`crate::era`] module's business; when both sides speak the same era nothing is translated.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+
+use crate::era;
+use crate::jsonrpc::{self, Message, range_in, splice};
+use crate::transport::Frame;
+use crate::upstream::{StdioServer, UpstreamEvent, UpstreamLink};
+
+/// Settings of a proxy session.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SessionOptions {
+    /// How long a request may wait for the upstream's answer before the client gets
+    /// [`jsonrpc::UPSTREAM_TIMEOUT`] and the upstream a cancellation. Each progress notification
+    /// for the request starts the wait again. `None` waits for ever.
+    pub request_timeout: Option<Duration>,
+    /// The largest message accepted from either side, in bytes.
+    pub max_message_bytes: usize,
+    /// How long the upstream may take to exit after its stdin is closed before it is killed.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        Self {
+            request_timeout: Some(Duration::from_secs(300)),
+            max_message_bytes: 64 * 1024 * 1024,
+            shutdown_grace: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What the session loop reacts to.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// A frame from the client.
+    Client(Frame),
+    /// The client closed its side, or reading it failed.
+    ClientClosed,
+    /// Something from the upstream.
+    Upstream(UpstreamEvent),
+}
+
+impl From<UpstreamEvent> for Event {
+    fn from(event: UpstreamEvent) -> Self {
+        Event::Upstream(event)
+    }
+}
+
+/// A request sent upstream whose answer has not arrived.
+#[derive(Debug)]
+enum Pending {
+    /// A client's request: the answer goes back to the client under its own id.
+    Client {
+        id: Box<str>,
+        method: Box<str>,
+        progress_token: Option<Box<str>>,
+        deadline: Option<Instant>,
+    },
+    /// A request the proxy made itself; the answer is consumed here.
+    Proxy(ProxyRequest),
+}
+
+/// Why the proxy itself sent a request upstream.
+#[derive(Debug)]
+enum ProxyRequest {
+    /// `initialize` replayed after a restart.
+    ReplayInitialize,
+    /// `logging/setLevel` or `resources/subscribe` replayed after a restart, or a log level a
+    /// stateless client asked for in its envelope.
+    SetState,
+    /// `server/discover` sent to learn whether the upstream speaks 2026-07-28, before the first
+    /// request of a stateless client. Holds the client envelope's params.
+    Probe { request_params: String },
+    /// `initialize` sent on behalf of a stateless client to an upstream that only has the
+    /// handshake.
+    BridgeInitialize { params: String },
+}
+
+/// Which protocol era the client speaks, and whether the session translates for it.
+#[derive(Debug)]
+enum ClientEra {
+    /// No request seen yet.
+    Unknown,
+    /// Both sides speak the same era: nothing is translated.
+    Same,
+    /// A 2026-07-28 client in front of a handshake-only upstream that the proxy initialized.
+    Bridged {
+        /// The upstream's `initialize` result, to answer `server/discover` from.
+        initialize_result: String,
+        /// The last log level sent upstream.
+        log_level: Option<String>,
+    },
+}
+
+/// A request from the upstream to the client, waiting for the client's answer.
+#[derive(Debug)]
+struct UpstreamRequest {
+    upstream_id: Box<str>,
+    generation: u64,
+    progress_token: Option<Box<str>>,
+}
+
+/// What the session must replay to a restarted upstream so it is in the state the client
+/// believes it is in.
+#[derive(Debug, Default)]
+struct Handshake {
+    /// The params of the client's `initialize`, once the upstream accepted it.
+    initialize: Option<String>,
+    /// The params of an `initialize` sent but not yet answered, by upstream id.
+    initialize_in_flight: Option<(u64, String)>,
+    /// Whether the client sent `notifications/initialized`.
+    initialized: bool,
+    /// The params of the last `logging/setLevel`.
+    log_level: Option<String>,
+    /// Resources the client subscribed to.
+    subscriptions: BTreeSet<String>,
+}
+
+enum UpstreamState {
+    /// Not running: the next request starts it.
+    Down { reason: String },
+    /// Restarted; the handshake is being replayed and client messages wait in `queued`.
+    Starting {
+        link: UpstreamLink,
+        queued: Vec<String>,
+    },
+    /// Running.
+    Up(UpstreamLink),
+}
+
+pub(crate) struct Session {
+    server: StdioServer,
+    options: SessionOptions,
+    events: mpsc::Sender<Event>,
+    to_client: mpsc::UnboundedSender<String>,
+    upstream: UpstreamState,
+    generation: u64,
+    next_upstream_id: u64,
+    next_client_id: u64,
+    pending: HashMap<u64, Pending>,
+    by_client_id: HashMap<Box<str>, u64>,
+    upstream_requests: HashMap<u64, UpstreamRequest>,
+    handshake: Handshake,
+    era: ClientEra,
+}
+
+impl Session {
+    /// Starts the upstream and returns the session ready to run.
+    pub(crate) fn start(
+        server: StdioServer,
+        options: SessionOptions,
+        events: mpsc::Sender<Event>,
+        to_client: mpsc::UnboundedSender<String>,
+    ) -> Result<Self, crate::error::UpstreamError> {
+        let link = server.spawn(1, options.max_message_bytes, events.clone())?;
+        Ok(Self {
+            server,
+            options,
+            events,
+            to_client,
+            upstream: UpstreamState::Up(link),
+            generation: 1,
+            next_upstream_id: 0,
+            next_client_id: 0,
+            pending: HashMap::new(),
+            by_client_id: HashMap::new(),
+            upstream_requests: HashMap::new(),
+            handshake: Handshake::default(),
+            era: ClientEra::Unknown,
+        })
+    }
+
+    /// Runs until the client closes, then shuts the upstream down.
+    pub(crate) async fn run(mut self, mut inbox: mpsc::Receiver<Event>) {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                event = inbox.recv() => match event {
+                    Some(Event::Client(frame)) => self.on_client_frame(frame),
+                    Some(Event::Upstream(UpstreamEvent::Line { generation, line })) => {
+                        if generation == self.generation {
+                            self.on_upstream_line(&line);
+                        }
+                    }
+                    Some(Event::Upstream(UpstreamEvent::Closed { generation, how })) => {
+                        if generation == self.generation {
+                            self.on_upstream_closed(&how);
+                        }
+                    }
+                    Some(Event::ClientClosed) | None => break,
+                },
+                _ = tick.tick(), if self.options.request_timeout.is_some() => self.expire(Instant::now()),
+            }
+        }
+        tracing::debug!("client closed; shutting the upstream down");
+        let grace = self.options.shutdown_grace;
+        match std::mem::replace(
+            &mut self.upstream,
+            UpstreamState::Down {
+                reason: "the session ended".to_owned(),
+            },
+        ) {
+            UpstreamState::Up(link) | UpstreamState::Starting { link, .. } => {
+                link.shut_down(grace).await
+            }
+            UpstreamState::Down { .. } => {}
+        }
+    }
+
+    fn to_client(&self, line: String) {
+        let _ = self.to_client.send(line);
+    }
+
+    fn next_upstream_id(&mut self) -> u64 {
+        self.next_upstream_id += 1;
+        self.next_upstream_id
+    }
+
+    // ---------------------------------------------------------------- client → upstream
+
+    fn on_client_frame(&mut self, frame: Frame) {
+        match frame {
+            Frame::Line(line) => self.on_client_line(line),
+            Frame::TooLong { len } => self.to_client(jsonrpc::error(
+                None,
+                jsonrpc::INVALID_REQUEST,
+                &format!(
+                    "Invalid Request: message of {len} bytes is over the proxy's limit of {} bytes",
+                    self.options.max_message_bytes
+                ),
+            )),
+            Frame::NotUtf8 { at } => self.to_client(jsonrpc::error(
+                None,
+                jsonrpc::PARSE_ERROR,
+                &format!("Parse error: message is not UTF-8 (invalid byte at offset {at})"),
+            )),
+        }
+    }
+
+    fn on_client_line(&mut self, line: String) {
+        if let UpstreamState::Starting { queued, .. } = &mut self.upstream {
+            queued.push(line);
+            return;
+        }
+        let message = match Message::parse(&line) {
+            Ok(message) => message,
+            Err(malformed) => {
+                tracing::debug!(error = %malformed.message, "malformed message from the client");
+                self.to_client(jsonrpc::error(
+                    malformed.id.as_deref(),
+                    malformed.code,
+                    &malformed.message,
+                ));
+                return;
+            }
+        };
+        match message {
+            Message::Request { id, method, params } => {
+                self.on_client_request(&line, id, &method, params)
+            }
+            Message::Notification { method, params } => {
+                self.on_client_notification(&line, &method, params)
+            }
+            Message::Result { id, .. } => self.on_client_response(&line, Some(id)),
+            Message::Error { id, .. } => self.on_client_response(&line, id),
+        }
+    }
+
+    fn on_client_request(
+        &mut self,
+        line: &str,
+        id: &RawValue,
+        method: &str,
+        params: Option<&RawValue>,
+    ) {
+        if !self.ensure_upstream(Some(id.get()), method) {
+            return;
+        }
+        if let UpstreamState::Starting { queued, .. } = &mut self.upstream {
+            queued.push(line.to_owned());
+            return;
+        }
+        if matches!(self.era, ClientEra::Unknown) && self.probe_era(line, method, params) {
+            return;
+        }
+        let bridged = matches!(self.era, ClientEra::Bridged { .. });
+        if bridged && self.answer_for_bridged_client(id, method) {
+            return;
+        }
+        self.remember_state(method, params);
+        let uid = self.next_upstream_id();
+        let mut uid_text = itoa::Buffer::new();
+        let uid_text = uid_text.format(uid);
+        let mut progress_token = None;
+        let mut new_params = None;
+        if let Some(params) = params
+            && (bridged || params.get().contains("\"progressToken\""))
+            && let Some(rewritten) = self.rewrite_request_params(params.get(), uid, bridged)
+        {
+            progress_token = rewritten.progress_token;
+            new_params = Some((range_in(line, params), rewritten.params));
+        }
+        if method == "initialize" {
+            self.handshake.initialize_in_flight = Some((
+                uid,
+                params.map_or_else(|| "{}".to_owned(), |p| p.get().to_owned()),
+            ));
+        }
+        let mut replacements = vec![(range_in(line, id), uid_text)];
+        if let Some((range, text)) = &new_params {
+            replacements.push((range.clone(), text.as_str()));
+        }
+        let out = splice(line, &replacements);
+        let client_id: Box<str> = id.get().into();
+        self.by_client_id.insert(client_id.clone(), uid);
+        self.pending.insert(
+            uid,
+            Pending::Client {
+                id: client_id,
+                method: method.into(),
+                progress_token,
+                deadline: self.options.request_timeout.map(|t| Instant::now() + t),
+            },
+        );
+        self.send_upstream(out);
+    }
+
+    /// Decides the client's era from its first request. A stateless (2026-07-28) request that is
+    /// not `server/discover` makes the proxy probe the upstream first: the request waits until
+    /// the proxy knows whether it must bridge. Returns whether the request was held.
+    fn probe_era(&mut self, line: &str, method: &str, params: Option<&RawValue>) -> bool {
+        let stateless = method != "initialize"
+            && method != "server/discover"
+            && params.is_some_and(|p| era::has_envelope(p.get()));
+        if !stateless {
+            // `initialize` or an era-less request: the handshake era, as it comes. A client's own
+            // `server/discover` is forwarded as is: an upstream without it answers with an
+            // error, and an auto-mode client falls back to `initialize` exactly as it would
+            // without the proxy.
+            if method != "server/discover" {
+                self.era = ClientEra::Same;
+            }
+            return false;
+        }
+        let request_params = params.map_or_else(String::new, |p| p.get().to_owned());
+        let probe = era::discover_params(&request_params);
+        let uid = self.next_upstream_id();
+        self.pending
+            .insert(uid, Pending::Proxy(ProxyRequest::Probe { request_params }));
+        self.hold_client(line.to_owned());
+        self.send_upstream(jsonrpc::request(
+            itoa::Buffer::new().format(uid),
+            "server/discover",
+            Some(&probe),
+        ));
+        true
+    }
+
+    /// Requests a bridged (2026-07-28) client makes that the handshake-only upstream cannot
+    /// answer as such. Returns whether the request was answered here.
+    fn answer_for_bridged_client(&mut self, id: &RawValue, method: &str) -> bool {
+        let ClientEra::Bridged {
+            initialize_result, ..
+        } = &self.era
+        else {
+            return false;
+        };
+        match method {
+            "server/discover" => {
+                let result = era::discover_result_from_initialize(initialize_result);
+                self.to_client(jsonrpc::result(id.get(), &result));
+                true
+            }
+            "initialize" => {
+                self.to_client(jsonrpc::error(
+                    Some(id.get()),
+                    era::UNSUPPORTED_PROTOCOL_VERSION,
+                    "this connection serves the 2026-07-28 protocol; the initialize handshake is not accepted on it",
+                ));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Rewrites request params on their way upstream: the progress token becomes the upstream
+    /// id, and for a bridged client the envelope is removed (and its log level applied).
+    fn rewrite_request_params(
+        &mut self,
+        params: &str,
+        uid: u64,
+        bridged: bool,
+    ) -> Option<RewrittenParams> {
+        let mut map: Map<String, Value> = serde_json::from_str(params).ok()?;
+        let mut progress_token = None;
+        if let Some(Value::Object(meta)) = map.get_mut("_meta")
+            && let Some(token) = meta.get_mut("progressToken")
+        {
+            let old = std::mem::replace(token, Value::from(uid));
+            progress_token = Some(old.to_string().into_boxed_str());
+        }
+        if bridged
+            && let Some(level) = era::strip_envelope(&mut map)
+            && let ClientEra::Bridged { log_level, .. } = &mut self.era
+            && log_level.as_deref() != Some(level.as_str())
+        {
+            *log_level = Some(level.clone());
+            let set_uid = self.next_upstream_id();
+            self.pending
+                .insert(set_uid, Pending::Proxy(ProxyRequest::SetState));
+            let params = serde_json::json!({ "level": level }).to_string();
+            self.handshake.log_level = Some(params.clone());
+            self.send_upstream(jsonrpc::request(
+                itoa::Buffer::new().format(set_uid),
+                "logging/setLevel",
+                Some(&params),
+            ));
+        }
+        Some(RewrittenParams {
+            params: serde_json::to_string(&map).ok()?,
+            progress_token,
+        })
+    }
+
+    fn on_client_notification(&mut self, line: &str, method: &str, params: Option<&RawValue>) {
+        let out = match method {
+            "notifications/cancelled" => {
+                let Some(params) = params else { return };
+                let Some((request_id, rewrite)) = field_rewriter(params.get(), "requestId") else {
+                    return;
+                };
+                let Some(uid) = self.by_client_id.remove(request_id.as_str()) else {
+                    tracing::debug!(%request_id, "client cancelled a request that is not pending");
+                    return;
+                };
+                self.pending.remove(&uid);
+                let new_params = rewrite(Value::from(uid));
+                splice(line, &[(range_in(line, params), new_params.as_str())])
+            }
+            "notifications/progress" => {
+                // Progress on a request the upstream sent to the client.
+                let Some(params) = params else { return };
+                let Some((token, rewrite)) = field_rewriter(params.get(), "progressToken") else {
+                    return;
+                };
+                let found = token
+                    .parse::<u64>()
+                    .ok()
+                    .and_then(|did| self.upstream_requests.get(&did))
+                    .and_then(|request| request.progress_token.as_deref());
+                let Some(upstream_token) = found else {
+                    return;
+                };
+                let token: Value = serde_json::from_str(upstream_token).unwrap_or(Value::Null);
+                let new_params = rewrite(token);
+                splice(line, &[(range_in(line, params), new_params.as_str())])
+            }
+            _ => {
+                if method == "notifications/initialized" {
+                    self.handshake.initialized = true;
+                }
+                line.to_owned()
+            }
+        };
+        match &mut self.upstream {
+            UpstreamState::Up(link) => link.send(out),
+            UpstreamState::Starting { queued, .. } => queued.push(out),
+            UpstreamState::Down { .. } => {
+                tracing::debug!(
+                    method,
+                    "dropped a client notification: the upstream is down"
+                )
+            }
+        }
+    }
+
+    fn on_client_response(&mut self, line: &str, id: Option<&RawValue>) {
+        let Some(id) = id else {
+            tracing::warn!(%line, "the client sent an error without an id");
+            return;
+        };
+        let Some(request) = id
+            .get()
+            .parse::<u64>()
+            .ok()
+            .and_then(|did| self.upstream_requests.remove(&did))
+        else {
+            tracing::debug!(
+                id = id.get(),
+                "client answered a request that is not pending"
+            );
+            return;
+        };
+        if request.generation != self.generation {
+            return;
+        }
+        let out = splice(line, &[(range_in(line, id), &*request.upstream_id)]);
+        self.send_upstream(out);
+    }
+
+    /// Keeps what a restarted upstream must be told again.
+    fn remember_state(&mut self, method: &str, params: Option<&RawValue>) {
+        match method {
+            "logging/setLevel" => self.handshake.log_level = params.map(|p| p.get().to_owned()),
+            "resources/subscribe" | "resources/unsubscribe" => {
+                let uri = params
+                    .and_then(|p| serde_json::from_str::<Map<String, Value>>(p.get()).ok())
+                    .and_then(|p| p.get("uri").and_then(Value::as_str).map(str::to_owned));
+                if let Some(uri) = uri {
+                    if method == "resources/subscribe" {
+                        self.handshake.subscriptions.insert(uri);
+                    } else {
+                        self.handshake.subscriptions.remove(&uri);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // ---------------------------------------------------------------- upstream → client
+
+    fn on_upstream_line(&mut self, line: &str) {
+        let message = match Message::parse(line) {
+            Ok(message) => message,
+            Err(malformed) => {
+                tracing::warn!(error = %malformed.message, "dropped a malformed message from the upstream");
+                return;
+            }
+        };
+        match message {
+            Message::Result { id, result } => self.on_upstream_response(line, id, Ok(result)),
+            Message::Error {
+                id: Some(id),
+                error,
+            } => self.on_upstream_response(line, id, Err(error)),
+            Message::Error { id: None, error } => {
+                tracing::warn!(
+                    error = error.get(),
+                    "the upstream reported an error without an id"
+                );
+            }
+            Message::Request { id, method, params } => {
+                self.on_upstream_request(line, id, &method, params)
+            }
+            Message::Notification { method, params } => {
+                self.on_upstream_notification(line, &method, params)
+            }
+        }
+    }
+
+    fn on_upstream_response(
+        &mut self,
+        line: &str,
+        id: &RawValue,
+        outcome: Result<&RawValue, &RawValue>,
+    ) {
+        let Some(pending) = id
+            .get()
+            .parse::<u64>()
+            .ok()
+            .and_then(|uid| self.pending.remove(&uid).map(|pending| (uid, pending)))
+        else {
+            tracing::debug!(
+                id = id.get(),
+                "dropped a response to no pending request (cancelled or timed out)"
+            );
+            return;
+        };
+        match pending {
+            (
+                uid,
+                Pending::Client {
+                    id: client_id,
+                    method,
+                    ..
+                },
+            ) => {
+                self.by_client_id.remove(&client_id);
+                if let Some((init_uid, params)) = self.handshake.initialize_in_flight.take() {
+                    if init_uid == uid && outcome.is_ok() {
+                        self.handshake.initialize = Some(params);
+                    } else if init_uid != uid {
+                        self.handshake.initialize_in_flight = Some((init_uid, params));
+                    }
+                }
+                let completed = match (&self.era, outcome) {
+                    (ClientEra::Bridged { .. }, Ok(result)) => {
+                        era::complete_result(&method, result.get())
+                            .map(|text| (range_in(line, result), text))
+                    }
+                    _ => None,
+                };
+                let mut replacements = vec![(range_in(line, id), &*client_id)];
+                if let Some((range, text)) = &completed {
+                    replacements.push((range.clone(), text.as_str()));
+                }
+                self.to_client(splice(line, &replacements));
+            }
+            (_, Pending::Proxy(purpose)) => self.on_proxy_response(purpose, outcome),
+        }
+    }
+
+    fn on_upstream_request(
+        &mut self,
+        line: &str,
+        id: &RawValue,
+        method: &str,
+        params: Option<&RawValue>,
+    ) {
+        self.next_client_id += 1;
+        let did = self.next_client_id;
+        let mut did_text = itoa::Buffer::new();
+        let did_text = did_text.format(did);
+        let mut progress_token = None;
+        let mut new_params = None;
+        if let Some(params) = params
+            && params.get().contains("\"progressToken\"")
+            && let Some((token, rewritten)) = swap_progress_token(params.get(), did)
+        {
+            progress_token = Some(token);
+            new_params = Some((range_in(line, params), rewritten));
+        }
+        self.upstream_requests.insert(
+            did,
+            UpstreamRequest {
+                upstream_id: id.get().into(),
+                generation: self.generation,
+                progress_token,
+            },
+        );
+        let mut replacements = vec![(range_in(line, id), did_text)];
+        if let Some((range, text)) = &new_params {
+            replacements.push((range.clone(), text.as_str()));
+        }
+        tracing::debug!(method, did, "upstream request relayed to the client");
+        self.to_client(splice(line, &replacements));
+    }
+
+    fn on_upstream_notification(&mut self, line: &str, method: &str, params: Option<&RawValue>) {
+        let out = match method {
+            "notifications/progress" => {
+                let Some(params) = params else { return };
+                let Some((token, rewrite)) = field_rewriter(params.get(), "progressToken") else {
+                    return;
+                };
+                let timeout = self.options.request_timeout;
+                let client_token =
+                    token
+                        .parse::<u64>()
+                        .ok()
+                        .and_then(|uid| match self.pending.get_mut(&uid) {
+                            Some(Pending::Client {
+                                progress_token: Some(client_token),
+                                deadline,
+                                ..
+                            }) => {
+                                *deadline = timeout.map(|t| Instant::now() + t);
+                                Some(client_token.clone())
+                            }
+                            _ => None,
+                        });
+                let Some(client_token) = client_token else {
+                    tracing::debug!(%token, "dropped progress for no pending request");
+                    return;
+                };
+                let token: Value = serde_json::from_str(&client_token).unwrap_or(Value::Null);
+                let new_params = rewrite(token);
+                splice(line, &[(range_in(line, params), new_params.as_str())])
+            }
+            "notifications/cancelled" => {
+                // The upstream withdrew a request it had sent to the client.
+                let Some(params) = params else { return };
+                let Some((request_id, rewrite)) = field_rewriter(params.get(), "requestId") else {
+                    return;
+                };
+                let generation = self.generation;
+                let found = self
+                    .upstream_requests
+                    .iter()
+                    .find(|(_, r)| r.generation == generation && *r.upstream_id == *request_id)
+                    .map(|(did, _)| *did);
+                let Some(did) = found else { return };
+                self.upstream_requests.remove(&did);
+                let new_params = rewrite(Value::from(did));
+                splice(line, &[(range_in(line, params), new_params.as_str())])
+            }
+            _ => line.to_owned(),
+        };
+        self.to_client(out);
+    }
+
+    // ---------------------------------------------------------------- upstream lifecycle
+
+    /// Makes sure an upstream is running, starting it if it is down. On failure the client gets
+    /// an error for `id` and `false` is returned.
+    fn ensure_upstream(&mut self, id: Option<&str>, method: &str) -> bool {
+        let UpstreamState::Down { reason } = &self.upstream else {
+            return true;
+        };
+        tracing::info!(%reason, "restarting the upstream for `{method}`");
+        self.generation += 1;
+        let link = match self.server.spawn(
+            self.generation,
+            self.options.max_message_bytes,
+            self.events.clone(),
+        ) {
+            Ok(link) => link,
+            Err(err) => {
+                if let Some(id) = id {
+                    self.to_client(jsonrpc::error(
+                        Some(id),
+                        jsonrpc::UPSTREAM_UNAVAILABLE,
+                        &format!("upstream unavailable for `{method}`: {err}"),
+                    ));
+                }
+                self.upstream = UpstreamState::Down {
+                    reason: err.to_string(),
+                };
+                return false;
+            }
+        };
+        match self.handshake.initialize.clone() {
+            Some(params) => {
+                let uid = self.next_upstream_id();
+                self.pending
+                    .insert(uid, Pending::Proxy(ProxyRequest::ReplayInitialize));
+                link.send(jsonrpc::request(
+                    itoa::Buffer::new().format(uid),
+                    "initialize",
+                    Some(&params),
+                ));
+                self.upstream = UpstreamState::Starting {
+                    link,
+                    queued: Vec::new(),
+                };
+            }
+            None => self.upstream = UpstreamState::Up(link),
+        }
+        true
+    }
+
+    fn on_proxy_response(&mut self, purpose: ProxyRequest, outcome: Result<&RawValue, &RawValue>) {
+        match purpose {
+            ProxyRequest::ReplayInitialize => match outcome {
+                Ok(_) => {
+                    self.replay_state();
+                    self.release_held();
+                }
+                Err(error) => self.give_up_start(format!(
+                    "the restarted upstream rejected the replayed initialize: {}",
+                    error.get()
+                )),
+            },
+            ProxyRequest::SetState => {
+                if let Err(error) = outcome {
+                    tracing::warn!(error = error.get(), "the upstream refused session state the proxy set");
+                }
+            }
+            ProxyRequest::Probe { request_params } => {
+                if outcome.is_ok_and(|result| era::discover_offers_stateless(result.get())) {
+                    tracing::debug!("the upstream speaks 2026-07-28; nothing to bridge");
+                    self.era = ClientEra::Same;
+                    self.release_held();
+                    return;
+                }
+                tracing::info!("the upstream has no 2026-07-28; bridging the stateless client to its handshake");
+                let params = era::initialize_params_for(&request_params);
+                let uid = self.next_upstream_id();
+                self.pending.insert(
+                    uid,
+                    Pending::Proxy(ProxyRequest::BridgeInitialize {
+                        params: params.clone(),
+                    }),
+                );
+                self.send_upstream(jsonrpc::request(
+                    itoa::Buffer::new().format(uid),
+                    "initialize",
+                    Some(&params),
+                ));
+            }
+            ProxyRequest::BridgeInitialize { params } => match outcome {
+                Ok(result) => {
+                    self.era = ClientEra::Bridged {
+                        initialize_result: result.get().to_owned(),
+                        log_level: None,
+                    };
+                    self.handshake.initialize = Some(params);
+                    self.handshake.initialized = true;
+                    self.send_upstream(jsonrpc::notification("notifications/initialized", None));
+                    self.release_held();
+                }
+                Err(error) => self.give_up_start(format!(
+                    "the upstream rejected the initialize the proxy sent for a 2026-07-28 client: {}",
+                    error.get()
+                )),
+            },
+        }
+    }
+
+    /// Tells a restarted, re-initialized upstream what the client had told the previous one:
+    /// `notifications/initialized`, the log level, the resource subscriptions.
+    fn replay_state(&mut self) {
+        if self.handshake.initialized {
+            self.send_upstream(jsonrpc::notification("notifications/initialized", None));
+        }
+        let mut replays = Vec::new();
+        if let Some(level) = &self.handshake.log_level {
+            replays.push(("logging/setLevel", level.clone()));
+        }
+        for uri in &self.handshake.subscriptions {
+            replays.push((
+                "resources/subscribe",
+                serde_json::json!({ "uri": uri }).to_string(),
+            ));
+        }
+        for (method, params) in replays {
+            let uid = self.next_upstream_id();
+            self.pending
+                .insert(uid, Pending::Proxy(ProxyRequest::SetState));
+            self.send_upstream(jsonrpc::request(
+                itoa::Buffer::new().format(uid),
+                method,
+                Some(&params),
+            ));
+        }
+    }
+
+    /// Holds client messages until the upstream is ready for them (a restart's replayed
+    /// handshake, or the era probe).
+    fn hold_client(&mut self, line: String) {
+        self.upstream = match std::mem::replace(
+            &mut self.upstream,
+            UpstreamState::Down {
+                reason: String::new(),
+            },
+        ) {
+            UpstreamState::Up(link) => UpstreamState::Starting {
+                link,
+                queued: vec![line],
+            },
+            UpstreamState::Starting { link, mut queued } => {
+                queued.push(line);
+                UpstreamState::Starting { link, queued }
+            }
+            down @ UpstreamState::Down { .. } => down,
+        };
+    }
+
+    /// The upstream is ready: replay the session's state to it if it was restarted, then let
+    /// the held client messages through in order.
+    fn release_held(&mut self) {
+        let UpstreamState::Starting { link, queued } = std::mem::replace(
+            &mut self.upstream,
+            UpstreamState::Down {
+                reason: String::new(),
+            },
+        ) else {
+            return;
+        };
+        self.upstream = UpstreamState::Up(link);
+        for line in queued {
+            self.on_client_line(line);
+        }
+    }
+
+    /// The upstream could not be made ready: fail the held requests with `reason`.
+    fn give_up_start(&mut self, reason: String) {
+        tracing::warn!("{reason}");
+        let queued = match std::mem::replace(
+            &mut self.upstream,
+            UpstreamState::Down {
+                reason: reason.clone(),
+            },
+        ) {
+            UpstreamState::Starting { queued, .. } => queued,
+            other => {
+                self.upstream = other;
+                Vec::new()
+            }
+        };
+        self.era = ClientEra::Unknown;
+        self.fail_queued(&queued, &reason);
+    }
+
+    fn fail_queued(&mut self, queued: &[String], reason: &str) {
+        for line in queued {
+            if let Ok(Message::Request { id, method, .. }) = Message::parse(line) {
+                self.to_client(jsonrpc::error(
+                    Some(id.get()),
+                    jsonrpc::UPSTREAM_UNAVAILABLE,
+                    &format!("upstream unavailable for `{method}`: {reason}"),
+                ));
+            }
+        }
+    }
+
+    fn on_upstream_closed(&mut self, how: &str) {
+        let reason = format!("upstream `{}` {how}", self.server);
+        tracing::warn!("{reason}");
+        let queued = match std::mem::replace(
+            &mut self.upstream,
+            UpstreamState::Down {
+                reason: reason.clone(),
+            },
+        ) {
+            UpstreamState::Starting { queued, .. } => queued,
+            _ => Vec::new(),
+        };
+        self.fail_queued(&queued, &reason);
+        let mut failed: Vec<(u64, Pending)> = self.pending.drain().collect();
+        failed.sort_by_key(|(uid, _)| *uid);
+        for (_, pending) in failed {
+            match pending {
+                Pending::Client { id, method, .. } => self.to_client(jsonrpc::error(
+                    Some(&id),
+                    jsonrpc::UPSTREAM_UNAVAILABLE,
+                    &format!(
+                        "{reason} before answering `{method}`; the next request starts it again"
+                    ),
+                )),
+                Pending::Proxy(_) => {}
+            }
+        }
+        self.by_client_id.clear();
+        self.upstream_requests.clear();
+    }
+
+    fn send_upstream(&mut self, line: String) {
+        match &mut self.upstream {
+            UpstreamState::Up(link) => link.send(line),
+            UpstreamState::Starting { link, .. } => link.send(line),
+            UpstreamState::Down { .. } => {}
+        }
+    }
+
+    /// Answers every request whose deadline has passed with a timeout error, and cancels it
+    /// upstream.
+    fn expire(&mut self, now: Instant) {
+        let expired: Vec<u64> = self
+            .pending
+            .iter()
+            .filter_map(|(uid, pending)| match pending {
+                Pending::Client {
+                    deadline: Some(deadline),
+                    ..
+                } if *deadline <= now => Some(*uid),
+                _ => None,
+            })
+            .collect();
+        for uid in expired {
+            let Some(Pending::Client { id, method, .. }) = self.pending.remove(&uid) else {
+                continue;
+            };
+            self.by_client_id.remove(&id);
+            let waited = self.options.request_timeout.unwrap_or_default();
+            self.to_client(jsonrpc::error(
+                Some(&id),
+                jsonrpc::UPSTREAM_TIMEOUT,
+                &format!(
+                    "upstream `{}` did not answer `{method}` within {} s; the request was cancelled",
+                    self.server,
+                    waited.as_secs()
+                ),
+            ));
+            let params =
+                format!(r#"{{"requestId":{uid},"reason":"the proxy's request timeout expired"}}"#);
+            self.send_upstream(jsonrpc::notification(
+                "notifications/cancelled",
+                Some(&params),
+            ));
+        }
+    }
+}
+
+/// Replaces `params._meta.progressToken` with `token`, returning the old token (raw JSON) and the
+/// new params text. `None` if there is no token.
+fn swap_progress_token(params: &str, token: u64) -> Option<(Box<str>, String)> {
+    let mut map: Map<String, Value> = serde_json::from_str(params).ok()?;
+    let meta = map.get_mut("_meta")?.as_object_mut()?;
+    let old = meta.get_mut("progressToken")?;
+    let old = std::mem::replace(old, Value::from(token));
+    let text = serde_json::to_string(&map).ok()?;
+    Some((old.to_string().into_boxed_str(), text))
+}
+
+/// Reads `params.<field>` (as raw JSON text) and returns it with a function that writes the
+/// params back with that field replaced.
+fn field_rewriter(params: &str, field: &str) -> Option<(String, impl FnOnce(Value) -> String)> {
+    let map: Map<String, Value> = serde_json::from_str(params).ok()?;
+    let current = map.get(field)?.to_string();
+    let field = field.to_owned();
+    Some((current, move |value: Value| {
+        let mut map = map;
+        map.insert(field, value);
+        serde_json::to_string(&map).unwrap_or_else(|_| "{}".to_owned())
+    }))
+}
+
+/// Request params rewritten for the upstream.
+struct RewrittenParams {
+    params: String,
+    progress_token: Option<Box<str>>,
+}

@@ -1,0 +1,8 @@
+//! Transports: how JSON-RPC lines get in and out of the proxy.
+//!
+//! A transport only frames messages; it knows nothing of MCP. The session above it sees lines.
+
+pub mod lines;
+pub mod stdio;
+
+pub use lines::{Frame, LineReader, write_lines};

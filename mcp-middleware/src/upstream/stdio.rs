@@ -1,0 +1,238 @@
+//! An upstream MCP server run as a child process, spoken to over its stdin and stdout.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::io::BufReader;
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::error::UpstreamError;
+use crate::transport::{Frame, LineReader, write_lines};
+
+/// How to start an upstream MCP server as a child process (SPEC T1).
+///
+/// The child inherits the proxy's environment and working directory, plus what is set here; its
+/// stderr goes to the proxy's stderr, its stdin and stdout carry the protocol.
+///
+/// ```
+/// use mcp_middleware::upstream::StdioServer;
+/// let server = StdioServer::new("node")
+///     .args(["dist/index.js", "stdio"])
+///     .env("LOG_LEVEL", "debug")
+///     .current_dir("/srv/everything");
+/// assert_eq!(server.to_string(), "node dist/index.js stdio");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StdioServer {
+    command: OsString,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    current_dir: Option<PathBuf>,
+}
+
+impl StdioServer {
+    /// A server started by running `command` (looked up on `PATH` like a shell would).
+    pub fn new(command: impl Into<OsString>) -> Self {
+        Self {
+            command: command.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            current_dir: None,
+        }
+    }
+
+    /// Appends one argument.
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Appends arguments.
+    pub fn args<I: IntoIterator<Item = S>, S: Into<OsString>>(mut self, args: I) -> Self {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets an environment variable for the child, on top of the inherited environment.
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Runs the child in `dir` instead of the proxy's working directory.
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.current_dir = Some(dir.into());
+        self
+    }
+
+    /// The program that is run.
+    pub fn command(&self) -> &OsStr {
+        &self.command
+    }
+
+    pub(crate) fn spawn<E>(
+        &self,
+        generation: u64,
+        max_line: usize,
+        events: mpsc::Sender<E>,
+    ) -> Result<UpstreamLink, UpstreamError>
+    where
+        E: From<UpstreamEvent> + Send + 'static,
+    {
+        let mut command = Command::new(&self.command);
+        command
+            .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        if let Some(dir) = &self.current_dir {
+            command.current_dir(dir);
+        }
+        let mut child = command.spawn().map_err(|source| UpstreamError::Spawn {
+            server: self.to_string(),
+            source,
+        })?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(UpstreamError::Spawn {
+                server: self.to_string(),
+                source: std::io::Error::other("the child's stdin or stdout was not piped"),
+            });
+        };
+        tracing::info!(server = %self, pid = child.id(), generation, "started upstream");
+        let (outgoing, queue) = mpsc::unbounded_channel();
+        let name = self.to_string();
+        let writer_name = name.clone();
+        tokio::spawn(async move {
+            if let Err(err) = write_lines(stdin, queue).await {
+                tracing::debug!(server = %writer_name, %err, "upstream stdin closed");
+            }
+        });
+        let reader = LineReader::new(BufReader::with_capacity(64 * 1024, stdout), max_line);
+        let task = tokio::spawn(read_upstream(name, child, reader, generation, events));
+        Ok(UpstreamLink { outgoing, task })
+    }
+}
+
+impl fmt::Display for StdioServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.command.to_string_lossy())?;
+        for arg in &self.args {
+            write!(f, " {}", arg.to_string_lossy())?;
+        }
+        Ok(())
+    }
+}
+
+/// What an upstream connection reports to its session.
+#[derive(Debug)]
+pub enum UpstreamEvent {
+    /// One line the server wrote.
+    Line {
+        /// Which start of the server wrote it.
+        generation: u64,
+        /// The line.
+        line: String,
+    },
+    /// The server closed its stdout (it exited or is about to).
+    Closed {
+        /// Which start of the server closed.
+        generation: u64,
+        /// How it ended, in words ("exited with status 1").
+        how: String,
+    },
+}
+
+/// A running upstream: the queue to its stdin and the task reading its stdout.
+#[derive(Debug)]
+pub(crate) struct UpstreamLink {
+    pub(crate) outgoing: mpsc::UnboundedSender<String>,
+    task: JoinHandle<()>,
+}
+
+impl UpstreamLink {
+    /// Queues one line for the server. A closed queue means the server is gone; its reader
+    /// reports that as [`UpstreamEvent::Closed`].
+    pub(crate) fn send(&self, line: String) {
+        let _ = self.outgoing.send(line);
+    }
+
+    /// Closes the server's stdin and gives it `grace` to exit before it is killed.
+    pub(crate) async fn shut_down(mut self, grace: Duration) {
+        // Closing the queue ends the writer task, which closes the child's stdin.
+        let (closed, _) = mpsc::unbounded_channel();
+        drop(std::mem::replace(&mut self.outgoing, closed));
+        let abort = self.task.abort_handle();
+        if tokio::time::timeout(grace, &mut self.task).await.is_err() {
+            // Dropping the task's future drops the `Child`, which kills it (kill_on_drop).
+            abort.abort();
+        }
+    }
+}
+
+impl Drop for UpstreamLink {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn read_upstream<E: From<UpstreamEvent> + Send + 'static>(
+    name: String,
+    mut child: Child,
+    mut reader: LineReader<BufReader<tokio::process::ChildStdout>>,
+    generation: u64,
+    events: mpsc::Sender<E>,
+) {
+    loop {
+        match reader.next_line().await {
+            Ok(Some(Frame::Line(line))) => {
+                if events
+                    .send(UpstreamEvent::Line { generation, line }.into())
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            Ok(Some(Frame::TooLong { len })) => {
+                tracing::warn!(server = %name, len, "upstream wrote a line over the size limit; dropped it");
+            }
+            Ok(Some(Frame::NotUtf8 { at })) => {
+                tracing::warn!(server = %name, at, "upstream wrote a line that is not UTF-8; dropped it");
+            }
+            Ok(None) => break,
+            Err(err) => {
+                tracing::warn!(server = %name, %err, "reading the upstream's stdout failed");
+                break;
+            }
+        }
+    }
+    // The child closed stdout: give it a moment to exit so the report can say how it ended.
+    let how = match tokio::time::timeout(Duration::from_millis(500), child.wait()).await {
+        Ok(Ok(status)) => describe_exit(status),
+        Ok(Err(err)) => format!("closed its stdout ({err})"),
+        Err(_) => {
+            let _ = child.start_kill();
+            "closed its stdout and was killed".to_owned()
+        }
+    };
+    tracing::debug!(server = %name, generation, "upstream {how}");
+    let _ = events
+        .send(UpstreamEvent::Closed { generation, how }.into())
+        .await;
+}
+
+fn describe_exit(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("was killed by signal {signal}"),
+        _ => "exited".to_owned(),
+    }
+}
