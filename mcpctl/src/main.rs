@@ -21,7 +21,6 @@ fn main() -> ExitCode {
     match cli::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            tracing::error!("{err:#}");
             eprintln!("mcpctl: {err:#}");
             ExitCode::from(1)
         }

@@ -1,0 +1,56 @@
+//! The `mcpctl` commands other than `proxy`: listing models, usage errors.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn mcpctl(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mcpctl"))
+        .args(args)
+        .output()
+        .expect("mcpctl runs")
+}
+
+#[test]
+fn get_proxymodels_lists_every_stock_model() {
+    let out = mcpctl(&["get", "proxymodels", "-o", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Vec<Value> = serde_json::from_slice(&out.stdout).expect("JSON list");
+    let names: Vec<&str> = listed.iter().filter_map(|m| m["name"].as_str()).collect();
+    for model in mcp_middleware_models::all() {
+        assert!(names.contains(model), "`{model}` is not listed: {names:?}");
+    }
+    let passthrough = listed
+        .iter()
+        .find(|m| m["name"] == "passthrough")
+        .expect("passthrough");
+    assert_eq!(passthrough["extends"], serde_json::json!([]));
+
+    let table = mcpctl(&["get", "proxymodels"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.starts_with("NAME"), "{text}");
+    assert!(text.contains("passthrough"), "{text}");
+}
+
+#[test]
+fn an_unknown_model_is_a_clear_error() {
+    let out = mcpctl(&["proxy", "--model", "nope", "--", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unknown proxy model `nope`"), "{stderr}");
+    assert!(
+        stderr.contains("passthrough"),
+        "names the models that exist: {stderr}"
+    );
+    assert!(out.stdout.is_empty(), "nothing on stdout");
+}
+
+#[test]
+fn a_missing_upstream_command_is_a_usage_error() {
+    let out = mcpctl(&["proxy"]);
+    assert_eq!(out.status.code(), Some(2));
+}

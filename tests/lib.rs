@@ -1,1 +1,0 @@
-//! Shared helpers of the workspace-level end-to-end tests.
