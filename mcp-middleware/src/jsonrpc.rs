@@ -188,17 +188,37 @@ pub fn range_in(line: &str, part: &RawValue) -> Range<usize> {
     start..start + part.get().len()
 }
 
-/// Copies `line` with each range replaced by its text. Ranges must be sorted and disjoint.
+/// Copies `line` with each range replaced by its text. The ranges must not overlap; they may
+/// come in any order (peers write members in any order: `result` before `id` is common).
 ///
 /// ```
 /// use mcp_middleware::jsonrpc::splice;
 /// assert_eq!(splice(r#"{"id":1,"x":2}"#, &[(6..7, "42")]), r#"{"id":42,"x":2}"#);
+/// assert_eq!(splice("abcdef", &[(4..5, "E"), (0..1, "A")]), "AbcdEf");
 /// ```
 pub fn splice(line: &str, replacements: &[(Range<usize>, &str)]) -> String {
-    let extra: usize = replacements.iter().map(|(_, text)| text.len()).sum();
+    if replacements.is_sorted_by_key(|(range, _)| range.start) {
+        splice_sorted(line, replacements.iter())
+    } else {
+        let mut sorted: Vec<&(Range<usize>, &str)> = replacements.iter().collect();
+        sorted.sort_unstable_by_key(|(range, _)| range.start);
+        splice_sorted(line, sorted.into_iter())
+    }
+}
+
+fn splice_sorted<'a>(
+    line: &str,
+    replacements: impl Iterator<Item = &'a (Range<usize>, &'a str)> + Clone,
+) -> String {
+    let extra: usize = replacements.clone().map(|(_, text)| text.len()).sum();
     let mut out = String::with_capacity(line.len() + extra);
     let mut at = 0;
     for (range, text) in replacements {
+        // Overlapping or out-of-line ranges cannot come from one parsed message; skip them
+        // rather than panic on the forwarding path.
+        if range.start < at || range.end > line.len() {
+            continue;
+        }
         out.push_str(&line[at..range.start]);
         out.push_str(text);
         at = range.end;
@@ -243,6 +263,17 @@ pub fn result(id: &str, result: &str) -> String {
     out.push_str(id);
     out.push_str(r#","result":"#);
     out.push_str(result);
+    out.push('}');
+    out
+}
+
+/// An error response line with a raw error object. `id` and `error` are raw JSON.
+pub fn error_response(id: &str, error: &str) -> String {
+    let mut out = String::with_capacity(40 + error.len());
+    out.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    out.push_str(id);
+    out.push_str(r#","error":"#);
+    out.push_str(error);
     out.push('}');
     out
 }

@@ -26,6 +26,11 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use crate::era;
+
+use bridge::ClientEra;
+
+mod bridge;
+mod lifecycle;
 use crate::jsonrpc::{self, Message, range_in, splice};
 use crate::transport::Frame;
 use crate::upstream::{StdioServer, UpstreamEvent, UpstreamLink};
@@ -83,6 +88,12 @@ enum Pending {
     },
     /// A request the proxy made itself; the answer is consumed here.
     Proxy(ProxyRequest),
+    /// A bridged client's call waiting for the client's answers to an input round.
+    Suspended {
+        /// The `requestState` the client was given.
+        state: String,
+        deadline: Option<Instant>,
+    },
 }
 
 /// Why the proxy itself sent a request upstream.
@@ -99,22 +110,6 @@ enum ProxyRequest {
     /// `initialize` sent on behalf of a stateless client to an upstream that only has the
     /// handshake.
     BridgeInitialize { params: String },
-}
-
-/// Which protocol era the client speaks, and whether the session translates for it.
-#[derive(Debug)]
-enum ClientEra {
-    /// No request seen yet.
-    Unknown,
-    /// Both sides speak the same era: nothing is translated.
-    Same,
-    /// A 2026-07-28 client in front of a handshake-only upstream that the proxy initialized.
-    Bridged {
-        /// The upstream's `initialize` result, to answer `server/discover` from.
-        initialize_result: String,
-        /// The last log level sent upstream.
-        log_level: Option<String>,
-    },
 }
 
 /// A request from the upstream to the client, waiting for the client's answer.
@@ -233,11 +228,11 @@ impl Session {
         }
     }
 
-    fn to_client(&self, line: String) {
+    pub(super) fn to_client(&self, line: String) {
         let _ = self.to_client.send(line);
     }
 
-    fn next_upstream_id(&mut self) -> u64 {
+    pub(super) fn next_upstream_id(&mut self) -> u64 {
         self.next_upstream_id += 1;
         self.next_upstream_id
     }
@@ -263,7 +258,7 @@ impl Session {
         }
     }
 
-    fn on_client_line(&mut self, line: String) {
+    pub(super) fn on_client_line(&mut self, line: String) {
         if let UpstreamState::Starting { queued, .. } = &mut self.upstream {
             queued.push(line);
             return;
@@ -309,8 +304,8 @@ impl Session {
         if matches!(self.era, ClientEra::Unknown) && self.probe_era(line, method, params) {
             return;
         }
-        let bridged = matches!(self.era, ClientEra::Bridged { .. });
-        if bridged && self.answer_for_bridged_client(id, method) {
+        let bridged = matches!(self.era, ClientEra::Bridged(_));
+        if bridged && self.answer_for_bridged_client(id, method, params) {
             return;
         }
         self.remember_state(method, params);
@@ -351,64 +346,6 @@ impl Session {
         self.send_upstream(out);
     }
 
-    /// Decides the client's era from its first request. A stateless (2026-07-28) request that is
-    /// not `server/discover` makes the proxy probe the upstream first: the request waits until
-    /// the proxy knows whether it must bridge. Returns whether the request was held.
-    fn probe_era(&mut self, line: &str, method: &str, params: Option<&RawValue>) -> bool {
-        let stateless = method != "initialize"
-            && method != "server/discover"
-            && params.is_some_and(|p| era::has_envelope(p.get()));
-        if !stateless {
-            // `initialize` or an era-less request: the handshake era, as it comes. A client's own
-            // `server/discover` is forwarded as is: an upstream without it answers with an
-            // error, and an auto-mode client falls back to `initialize` exactly as it would
-            // without the proxy.
-            if method != "server/discover" {
-                self.era = ClientEra::Same;
-            }
-            return false;
-        }
-        let request_params = params.map_or_else(String::new, |p| p.get().to_owned());
-        let probe = era::discover_params(&request_params);
-        let uid = self.next_upstream_id();
-        self.pending
-            .insert(uid, Pending::Proxy(ProxyRequest::Probe { request_params }));
-        self.hold_client(line.to_owned());
-        self.send_upstream(jsonrpc::request(
-            itoa::Buffer::new().format(uid),
-            "server/discover",
-            Some(&probe),
-        ));
-        true
-    }
-
-    /// Requests a bridged (2026-07-28) client makes that the handshake-only upstream cannot
-    /// answer as such. Returns whether the request was answered here.
-    fn answer_for_bridged_client(&mut self, id: &RawValue, method: &str) -> bool {
-        let ClientEra::Bridged {
-            initialize_result, ..
-        } = &self.era
-        else {
-            return false;
-        };
-        match method {
-            "server/discover" => {
-                let result = era::discover_result_from_initialize(initialize_result);
-                self.to_client(jsonrpc::result(id.get(), &result));
-                true
-            }
-            "initialize" => {
-                self.to_client(jsonrpc::error(
-                    Some(id.get()),
-                    era::UNSUPPORTED_PROTOCOL_VERSION,
-                    "this connection serves the 2026-07-28 protocol; the initialize handshake is not accepted on it",
-                ));
-                true
-            }
-            _ => false,
-        }
-    }
-
     /// Rewrites request params on their way upstream: the progress token becomes the upstream
     /// id, and for a bridged client the envelope is removed (and its log level applied).
     fn rewrite_request_params(
@@ -427,20 +364,13 @@ impl Session {
         }
         if bridged
             && let Some(level) = era::strip_envelope(&mut map)
-            && let ClientEra::Bridged { log_level, .. } = &mut self.era
-            && log_level.as_deref() != Some(level.as_str())
+            && let Some(bridged) = self.bridged()
+            && bridged.log_level.as_deref() != Some(level.as_str())
         {
-            *log_level = Some(level.clone());
-            let set_uid = self.next_upstream_id();
-            self.pending
-                .insert(set_uid, Pending::Proxy(ProxyRequest::SetState));
+            bridged.log_level = Some(level.clone());
             let params = serde_json::json!({ "level": level }).to_string();
             self.handshake.log_level = Some(params.clone());
-            self.send_upstream(jsonrpc::request(
-                itoa::Buffer::new().format(set_uid),
-                "logging/setLevel",
-                Some(&params),
-            ));
+            self.send_proxy_request("logging/setLevel", &params);
         }
         Some(RewrittenParams {
             params: serde_json::to_string(&map).ok()?,
@@ -455,6 +385,9 @@ impl Session {
                 let Some((request_id, rewrite)) = field_rewriter(params.get(), "requestId") else {
                     return;
                 };
+                if self.close_listener(&request_id) {
+                    return;
+                }
                 let Some(uid) = self.by_client_id.remove(request_id.as_str()) else {
                     tracing::debug!(%request_id, "client cancelled a request that is not pending");
                     return;
@@ -611,7 +544,7 @@ impl Session {
                     }
                 }
                 let completed = match (&self.era, outcome) {
-                    (ClientEra::Bridged { .. }, Ok(result)) => {
+                    (ClientEra::Bridged(_), Ok(result)) => {
                         era::complete_result(&method, result.get())
                             .map(|text| (range_in(line, result), text))
                     }
@@ -624,6 +557,7 @@ impl Session {
                 self.to_client(splice(line, &replacements));
             }
             (_, Pending::Proxy(purpose)) => self.on_proxy_response(purpose, outcome),
+            (_, Pending::Suspended { state, .. }) => self.on_suspended_answer(&state, outcome),
         }
     }
 
@@ -634,6 +568,11 @@ impl Session {
         method: &str,
         params: Option<&RawValue>,
     ) {
+        if matches!(self.era, ClientEra::Bridged(_))
+            && self.on_bridged_upstream_request(id, method, params)
+        {
+            return;
+        }
         self.next_client_id += 1;
         let did = self.next_client_id;
         let mut did_text = itoa::Buffer::new();
@@ -711,248 +650,22 @@ impl Session {
                 let new_params = rewrite(Value::from(did));
                 splice(line, &[(range_in(line, params), new_params.as_str())])
             }
-            _ => line.to_owned(),
+            _ => {
+                if let Some(lines) = self.route_to_listeners(method, params) {
+                    for line in lines {
+                        self.to_client(line);
+                    }
+                    return;
+                }
+                line.to_owned()
+            }
         };
         self.to_client(out);
     }
 
     // ---------------------------------------------------------------- upstream lifecycle
 
-    /// Makes sure an upstream is running, starting it if it is down. On failure the client gets
-    /// an error for `id` and `false` is returned.
-    fn ensure_upstream(&mut self, id: Option<&str>, method: &str) -> bool {
-        let UpstreamState::Down { reason } = &self.upstream else {
-            return true;
-        };
-        tracing::info!(%reason, "restarting the upstream for `{method}`");
-        self.generation += 1;
-        let link = match self.server.spawn(
-            self.generation,
-            self.options.max_message_bytes,
-            self.events.clone(),
-        ) {
-            Ok(link) => link,
-            Err(err) => {
-                if let Some(id) = id {
-                    self.to_client(jsonrpc::error(
-                        Some(id),
-                        jsonrpc::UPSTREAM_UNAVAILABLE,
-                        &format!("upstream unavailable for `{method}`: {err}"),
-                    ));
-                }
-                self.upstream = UpstreamState::Down {
-                    reason: err.to_string(),
-                };
-                return false;
-            }
-        };
-        match self.handshake.initialize.clone() {
-            Some(params) => {
-                let uid = self.next_upstream_id();
-                self.pending
-                    .insert(uid, Pending::Proxy(ProxyRequest::ReplayInitialize));
-                link.send(jsonrpc::request(
-                    itoa::Buffer::new().format(uid),
-                    "initialize",
-                    Some(&params),
-                ));
-                self.upstream = UpstreamState::Starting {
-                    link,
-                    queued: Vec::new(),
-                };
-            }
-            None => self.upstream = UpstreamState::Up(link),
-        }
-        true
-    }
-
-    fn on_proxy_response(&mut self, purpose: ProxyRequest, outcome: Result<&RawValue, &RawValue>) {
-        match purpose {
-            ProxyRequest::ReplayInitialize => match outcome {
-                Ok(_) => {
-                    self.replay_state();
-                    self.release_held();
-                }
-                Err(error) => self.give_up_start(format!(
-                    "the restarted upstream rejected the replayed initialize: {}",
-                    error.get()
-                )),
-            },
-            ProxyRequest::SetState => {
-                if let Err(error) = outcome {
-                    tracing::warn!(error = error.get(), "the upstream refused session state the proxy set");
-                }
-            }
-            ProxyRequest::Probe { request_params } => {
-                if outcome.is_ok_and(|result| era::discover_offers_stateless(result.get())) {
-                    tracing::debug!("the upstream speaks 2026-07-28; nothing to bridge");
-                    self.era = ClientEra::Same;
-                    self.release_held();
-                    return;
-                }
-                tracing::info!("the upstream has no 2026-07-28; bridging the stateless client to its handshake");
-                let params = era::initialize_params_for(&request_params);
-                let uid = self.next_upstream_id();
-                self.pending.insert(
-                    uid,
-                    Pending::Proxy(ProxyRequest::BridgeInitialize {
-                        params: params.clone(),
-                    }),
-                );
-                self.send_upstream(jsonrpc::request(
-                    itoa::Buffer::new().format(uid),
-                    "initialize",
-                    Some(&params),
-                ));
-            }
-            ProxyRequest::BridgeInitialize { params } => match outcome {
-                Ok(result) => {
-                    self.era = ClientEra::Bridged {
-                        initialize_result: result.get().to_owned(),
-                        log_level: None,
-                    };
-                    self.handshake.initialize = Some(params);
-                    self.handshake.initialized = true;
-                    self.send_upstream(jsonrpc::notification("notifications/initialized", None));
-                    self.release_held();
-                }
-                Err(error) => self.give_up_start(format!(
-                    "the upstream rejected the initialize the proxy sent for a 2026-07-28 client: {}",
-                    error.get()
-                )),
-            },
-        }
-    }
-
-    /// Tells a restarted, re-initialized upstream what the client had told the previous one:
-    /// `notifications/initialized`, the log level, the resource subscriptions.
-    fn replay_state(&mut self) {
-        if self.handshake.initialized {
-            self.send_upstream(jsonrpc::notification("notifications/initialized", None));
-        }
-        let mut replays = Vec::new();
-        if let Some(level) = &self.handshake.log_level {
-            replays.push(("logging/setLevel", level.clone()));
-        }
-        for uri in &self.handshake.subscriptions {
-            replays.push((
-                "resources/subscribe",
-                serde_json::json!({ "uri": uri }).to_string(),
-            ));
-        }
-        for (method, params) in replays {
-            let uid = self.next_upstream_id();
-            self.pending
-                .insert(uid, Pending::Proxy(ProxyRequest::SetState));
-            self.send_upstream(jsonrpc::request(
-                itoa::Buffer::new().format(uid),
-                method,
-                Some(&params),
-            ));
-        }
-    }
-
-    /// Holds client messages until the upstream is ready for them (a restart's replayed
-    /// handshake, or the era probe).
-    fn hold_client(&mut self, line: String) {
-        self.upstream = match std::mem::replace(
-            &mut self.upstream,
-            UpstreamState::Down {
-                reason: String::new(),
-            },
-        ) {
-            UpstreamState::Up(link) => UpstreamState::Starting {
-                link,
-                queued: vec![line],
-            },
-            UpstreamState::Starting { link, mut queued } => {
-                queued.push(line);
-                UpstreamState::Starting { link, queued }
-            }
-            down @ UpstreamState::Down { .. } => down,
-        };
-    }
-
-    /// The upstream is ready: replay the session's state to it if it was restarted, then let
-    /// the held client messages through in order.
-    fn release_held(&mut self) {
-        let UpstreamState::Starting { link, queued } = std::mem::replace(
-            &mut self.upstream,
-            UpstreamState::Down {
-                reason: String::new(),
-            },
-        ) else {
-            return;
-        };
-        self.upstream = UpstreamState::Up(link);
-        for line in queued {
-            self.on_client_line(line);
-        }
-    }
-
-    /// The upstream could not be made ready: fail the held requests with `reason`.
-    fn give_up_start(&mut self, reason: String) {
-        tracing::warn!("{reason}");
-        let queued = match std::mem::replace(
-            &mut self.upstream,
-            UpstreamState::Down {
-                reason: reason.clone(),
-            },
-        ) {
-            UpstreamState::Starting { queued, .. } => queued,
-            other => {
-                self.upstream = other;
-                Vec::new()
-            }
-        };
-        self.era = ClientEra::Unknown;
-        self.fail_queued(&queued, &reason);
-    }
-
-    fn fail_queued(&mut self, queued: &[String], reason: &str) {
-        for line in queued {
-            if let Ok(Message::Request { id, method, .. }) = Message::parse(line) {
-                self.to_client(jsonrpc::error(
-                    Some(id.get()),
-                    jsonrpc::UPSTREAM_UNAVAILABLE,
-                    &format!("upstream unavailable for `{method}`: {reason}"),
-                ));
-            }
-        }
-    }
-
-    fn on_upstream_closed(&mut self, how: &str) {
-        let reason = format!("upstream `{}` {how}", self.server);
-        tracing::warn!("{reason}");
-        let queued = match std::mem::replace(
-            &mut self.upstream,
-            UpstreamState::Down {
-                reason: reason.clone(),
-            },
-        ) {
-            UpstreamState::Starting { queued, .. } => queued,
-            _ => Vec::new(),
-        };
-        self.fail_queued(&queued, &reason);
-        let mut failed: Vec<(u64, Pending)> = self.pending.drain().collect();
-        failed.sort_by_key(|(uid, _)| *uid);
-        for (_, pending) in failed {
-            match pending {
-                Pending::Client { id, method, .. } => self.to_client(jsonrpc::error(
-                    Some(&id),
-                    jsonrpc::UPSTREAM_UNAVAILABLE,
-                    &format!(
-                        "{reason} before answering `{method}`; the next request starts it again"
-                    ),
-                )),
-                Pending::Proxy(_) => {}
-            }
-        }
-        self.by_client_id.clear();
-        self.upstream_requests.clear();
-    }
-
-    fn send_upstream(&mut self, line: String) {
+    pub(super) fn send_upstream(&mut self, line: String) {
         match &mut self.upstream {
             UpstreamState::Up(link) => link.send(line),
             UpstreamState::Starting { link, .. } => link.send(line),
@@ -970,25 +683,33 @@ impl Session {
                 Pending::Client {
                     deadline: Some(deadline),
                     ..
+                }
+                | Pending::Suspended {
+                    deadline: Some(deadline),
+                    ..
                 } if *deadline <= now => Some(*uid),
                 _ => None,
             })
             .collect();
         for uid in expired {
-            let Some(Pending::Client { id, method, .. }) = self.pending.remove(&uid) else {
-                continue;
-            };
-            self.by_client_id.remove(&id);
-            let waited = self.options.request_timeout.unwrap_or_default();
-            self.to_client(jsonrpc::error(
-                Some(&id),
-                jsonrpc::UPSTREAM_TIMEOUT,
-                &format!(
-                    "upstream `{}` did not answer `{method}` within {} s; the request was cancelled",
-                    self.server,
-                    waited.as_secs()
-                ),
-            ));
+            match self.pending.remove(&uid) {
+                Some(Pending::Client { id, method, .. }) => {
+                    self.by_client_id.remove(&id);
+                    let waited = self.options.request_timeout.unwrap_or_default();
+                    self.to_client(jsonrpc::error(
+                        Some(&id),
+                        jsonrpc::UPSTREAM_TIMEOUT,
+                        &format!(
+                            "upstream `{}` did not answer `{method}` within {} s; the request was cancelled",
+                            self.server,
+                            waited.as_secs()
+                        ),
+                    ));
+                }
+                // The client never came back for its input round.
+                Some(Pending::Suspended { state, .. }) => self.drop_round(&state),
+                _ => continue,
+            }
             let params =
                 format!(r#"{{"requestId":{uid},"reason":"the proxy's request timeout expired"}}"#);
             self.send_upstream(jsonrpc::notification(

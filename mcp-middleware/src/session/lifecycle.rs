@@ -1,0 +1,230 @@
+//! The upstream's life: starting it again after it died, replaying the client's handshake and
+//! session state to the new process, holding client messages meanwhile, and failing what was
+//! pending when it dies.
+
+use serde_json::value::RawValue;
+
+use super::bridge::ClientEra;
+use super::{Pending, ProxyRequest, Session, UpstreamState};
+use crate::jsonrpc::{self, Message};
+
+impl Session {
+    /// Makes sure an upstream is running, starting it if it is down. On failure the client gets
+    /// an error for `id` and `false` is returned.
+    pub(super) fn ensure_upstream(&mut self, id: Option<&str>, method: &str) -> bool {
+        let UpstreamState::Down { reason } = &self.upstream else {
+            return true;
+        };
+        tracing::info!(%reason, "restarting the upstream for `{method}`");
+        self.generation += 1;
+        let link = match self.server.spawn(
+            self.generation,
+            self.options.max_message_bytes,
+            self.events.clone(),
+        ) {
+            Ok(link) => link,
+            Err(err) => {
+                if let Some(id) = id {
+                    self.to_client(jsonrpc::error(
+                        Some(id),
+                        jsonrpc::UPSTREAM_UNAVAILABLE,
+                        &format!("upstream unavailable for `{method}`: {err}"),
+                    ));
+                }
+                self.upstream = UpstreamState::Down {
+                    reason: err.to_string(),
+                };
+                return false;
+            }
+        };
+        match self.handshake.initialize.clone() {
+            Some(params) => {
+                let uid = self.next_upstream_id();
+                self.pending
+                    .insert(uid, Pending::Proxy(ProxyRequest::ReplayInitialize));
+                link.send(jsonrpc::request(
+                    itoa::Buffer::new().format(uid),
+                    "initialize",
+                    Some(&params),
+                ));
+                self.upstream = UpstreamState::Starting {
+                    link,
+                    queued: Vec::new(),
+                };
+            }
+            None => self.upstream = UpstreamState::Up(link),
+        }
+        true
+    }
+
+    /// Tells a restarted, re-initialized upstream what the client had told the previous one:
+    /// `notifications/initialized`, the log level, the resource subscriptions.
+    pub(super) fn replay_state(&mut self) {
+        if self.handshake.initialized {
+            self.send_upstream(jsonrpc::notification("notifications/initialized", None));
+        }
+        let mut replays = Vec::new();
+        if let Some(level) = &self.handshake.log_level {
+            replays.push(("logging/setLevel", level.clone()));
+        }
+        for uri in &self.handshake.subscriptions {
+            replays.push((
+                "resources/subscribe",
+                serde_json::json!({ "uri": uri }).to_string(),
+            ));
+        }
+        for (method, params) in replays {
+            self.send_proxy_request(method, &params);
+        }
+    }
+
+    /// Holds client messages until the upstream is ready for them (a restart's replayed
+    /// handshake, or the era probe).
+    pub(super) fn hold_client(&mut self, line: String) {
+        self.upstream = match std::mem::replace(
+            &mut self.upstream,
+            UpstreamState::Down {
+                reason: String::new(),
+            },
+        ) {
+            UpstreamState::Up(link) => UpstreamState::Starting {
+                link,
+                queued: vec![line],
+            },
+            UpstreamState::Starting { link, mut queued } => {
+                queued.push(line);
+                UpstreamState::Starting { link, queued }
+            }
+            down @ UpstreamState::Down { .. } => down,
+        };
+    }
+
+    /// The upstream is ready: replay the session's state to it if it was restarted, then let
+    /// the held client messages through in order.
+    pub(super) fn release_held(&mut self) {
+        let UpstreamState::Starting { link, queued } = std::mem::replace(
+            &mut self.upstream,
+            UpstreamState::Down {
+                reason: String::new(),
+            },
+        ) else {
+            return;
+        };
+        self.upstream = UpstreamState::Up(link);
+        for line in queued {
+            self.on_client_line(line);
+        }
+    }
+
+    /// The upstream could not be made ready: fail the held requests with `reason`.
+    pub(super) fn give_up_start(&mut self, reason: String) {
+        tracing::warn!("{reason}");
+        let queued = match std::mem::replace(
+            &mut self.upstream,
+            UpstreamState::Down {
+                reason: reason.clone(),
+            },
+        ) {
+            UpstreamState::Starting { queued, .. } => queued,
+            other => {
+                self.upstream = other;
+                Vec::new()
+            }
+        };
+        self.era = ClientEra::Unknown;
+        self.fail_queued(&queued, &reason);
+    }
+
+    pub(super) fn fail_queued(&mut self, queued: &[String], reason: &str) {
+        for line in queued {
+            if let Ok(Message::Request { id, method, .. }) = Message::parse(line) {
+                self.to_client(jsonrpc::error(
+                    Some(id.get()),
+                    jsonrpc::UPSTREAM_UNAVAILABLE,
+                    &format!("upstream unavailable for `{method}`: {reason}"),
+                ));
+            }
+        }
+    }
+
+    pub(super) fn on_upstream_closed(&mut self, how: &str) {
+        let reason = format!("upstream `{}` {how}", self.server);
+        tracing::warn!("{reason}");
+        let queued = match std::mem::replace(
+            &mut self.upstream,
+            UpstreamState::Down {
+                reason: reason.clone(),
+            },
+        ) {
+            UpstreamState::Starting { queued, .. } => queued,
+            _ => Vec::new(),
+        };
+        self.fail_queued(&queued, &reason);
+        let mut failed: Vec<(u64, Pending)> = self.pending.drain().collect();
+        failed.sort_by_key(|(uid, _)| *uid);
+        for (_, pending) in failed {
+            match pending {
+                Pending::Client { id, method, .. } => self.to_client(jsonrpc::error(
+                    Some(&id),
+                    jsonrpc::UPSTREAM_UNAVAILABLE,
+                    &format!(
+                        "{reason} before answering `{method}`; the next request starts it again"
+                    ),
+                )),
+                // A suspended call's client learns on its retry that the round is gone.
+                Pending::Proxy(_) | Pending::Suspended { .. } => {}
+            }
+        }
+        self.by_client_id.clear();
+        self.upstream_requests.clear();
+        if let ClientEra::Bridged(bridged) = &mut self.era {
+            bridged.clear_rounds();
+        }
+    }
+
+    /// The answer to a request the proxy sent on its own behalf.
+    pub(super) fn on_proxy_response(
+        &mut self,
+        purpose: ProxyRequest,
+        outcome: Result<&RawValue, &RawValue>,
+    ) {
+        match purpose {
+            ProxyRequest::ReplayInitialize => match outcome {
+                Ok(_) => {
+                    self.replay_state();
+                    self.release_held();
+                }
+                Err(error) => self.give_up_start(format!(
+                    "the restarted upstream rejected the replayed initialize: {}",
+                    error.get()
+                )),
+            },
+            ProxyRequest::SetState => {
+                if let Err(error) = outcome {
+                    tracing::warn!(
+                        error = error.get(),
+                        "the upstream refused session state the proxy set"
+                    );
+                }
+            }
+            ProxyRequest::Probe { request_params } => {
+                self.on_probe_answer(&request_params, outcome)
+            }
+            ProxyRequest::BridgeInitialize { params } => {
+                self.on_bridge_initialized(params, outcome)
+            }
+        }
+    }
+
+    /// Sends the upstream a request whose answer only matters if it fails (it is logged).
+    pub(super) fn send_proxy_request(&mut self, method: &str, params: &str) {
+        let uid = self.next_upstream_id();
+        self.pending
+            .insert(uid, Pending::Proxy(ProxyRequest::SetState));
+        self.send_upstream(jsonrpc::request(
+            itoa::Buffer::new().format(uid),
+            method,
+            Some(params),
+        ));
+    }
+}
