@@ -1,6 +1,6 @@
 //! The entry point: a proxy that serves one client connection in front of one upstream.
 
-use tokio::io::{AsyncRead, AsyncWrite, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
 use crate::error::ProxyError;
@@ -79,7 +79,7 @@ impl Proxy {
         let writer = tokio::spawn(write_lines(output, client_queue));
         let max = self.options.max_message_bytes;
         let reader = tokio::spawn(async move {
-            let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, input), max);
+            let mut lines = LineReader::new(input, max);
             loop {
                 match lines.next_line().await {
                     Ok(Some(frame)) => {

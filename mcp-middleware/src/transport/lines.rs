@@ -4,7 +4,7 @@
 //! proxy buffer without limit; [`write_lines`] drains a queue of outgoing lines, coalescing what is
 //! already queued into one write.
 
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// What [`LineReader::next_line`] read.
@@ -26,22 +26,33 @@ pub enum Frame {
 
 /// Reads newline-delimited frames with a maximum line length.
 ///
-/// `next_line` is cancel safe: a partial line stays in the reader and the next call continues it.
+/// Reads go straight into the reader's own buffer; a large line is handed out without another
+/// copy (the buffer becomes the line), small lines are copied out of it. `next_line` is cancel
+/// safe: a partial line stays in the reader and the next call continues it.
 #[derive(Debug)]
 pub struct LineReader<R> {
     inner: R,
-    line: Vec<u8>,
+    buf: Vec<u8>,
+    /// Where the unread part of `buf` starts.
+    start: usize,
+    /// How far past `start` has been searched for a newline.
+    scanned: usize,
     max_len: usize,
     /// Bytes of an over-long line seen so far, while discarding it.
     discarding: Option<usize>,
 }
 
-impl<R: AsyncBufRead + Unpin> LineReader<R> {
+/// How much room each read asks for.
+const READ_CHUNK: usize = 64 * 1024;
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
     /// A reader that accepts lines of at most `max_len` bytes.
     pub fn new(inner: R, max_len: usize) -> Self {
         Self {
             inner,
-            line: Vec::new(),
+            buf: Vec::with_capacity(READ_CHUNK),
+            start: 0,
+            scanned: 0,
             max_len,
             discarding: None,
         }
@@ -51,53 +62,88 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
     /// without a trailing newline is still returned.
     pub async fn next_line(&mut self) -> std::io::Result<Option<Frame>> {
         loop {
-            let available = self.inner.fill_buf().await?;
-            if available.is_empty() {
+            let unread = &self.buf[self.start + self.scanned..];
+            if let Some(at) = memchr::memchr(b'\n', unread) {
+                let end = self.start + self.scanned + at;
+                let line = self.take(end, end + 1);
+                if let Some(len) = self.discarding.take() {
+                    return Ok(Some(Frame::TooLong { len: len + line.len() }));
+                }
+                match frame(line) {
+                    Some(frame) => return Ok(Some(frame)),
+                    None => continue,
+                }
+            }
+            self.scanned = self.buf.len() - self.start;
+            if let Some(seen) = self.discarding.as_mut() {
+                *seen += self.scanned;
+                self.buf.clear();
+                (self.start, self.scanned) = (0, 0);
+            } else if self.scanned > self.max_len {
+                self.discarding = Some(self.scanned);
+                self.buf = Vec::with_capacity(READ_CHUNK);
+                (self.start, self.scanned) = (0, 0);
+            }
+            if self.start > 0 && self.start >= self.buf.len() / 2 {
+                // Keep the buffer from growing without bound under a stream of small lines.
+                self.buf.drain(..self.start);
+                self.start = 0;
+            }
+            self.buf.reserve(READ_CHUNK);
+            if self.inner.read_buf(&mut self.buf).await? == 0 {
+                let end = self.buf.len();
                 if let Some(len) = self.discarding.take() {
                     return Ok(Some(Frame::TooLong { len }));
                 }
-                if self.line.is_empty() {
+                if self.start == end {
                     return Ok(None);
                 }
-                return Ok(Some(self.take_line()));
-            }
-            let newline = memchr::memchr(b'\n', available);
-            let chunk = newline.map_or(available.len(), |at| at);
-            let consumed = newline.map_or(chunk, |at| at + 1);
-            if let Some(seen) = self.discarding.as_mut() {
-                *seen += chunk;
-            } else if self.line.len() + chunk > self.max_len {
-                self.discarding = Some(self.line.len() + chunk);
-                self.line = Vec::new();
-            } else {
-                self.line.extend_from_slice(&available[..chunk]);
-            }
-            self.inner.consume(consumed);
-            if newline.is_some() {
-                if let Some(len) = self.discarding.take() {
-                    return Ok(Some(Frame::TooLong { len }));
+                let line = self.take(end, end);
+                if let Some(frame) = frame(line) {
+                    return Ok(Some(frame));
                 }
-                if self.line.last() == Some(&b'\r') {
-                    self.line.pop();
-                }
-                if self.line.iter().all(u8::is_ascii_whitespace) {
-                    self.line.clear();
-                    continue;
-                }
-                return Ok(Some(self.take_line()));
+                return Ok(None);
             }
         }
     }
 
-    fn take_line(&mut self) -> Frame {
-        let bytes = std::mem::take(&mut self.line);
-        match String::from_utf8(bytes) {
-            Ok(line) => Frame::Line(line),
-            Err(err) => Frame::NotUtf8 {
-                at: err.utf8_error().valid_up_to(),
-            },
+    /// Takes `buf[start..end]` as a line and moves past `next`.
+    fn take(&mut self, end: usize, next: usize) -> Vec<u8> {
+        let line = if self.start == 0 && end >= self.buf.len() / 2 {
+            // A large line: hand over the buffer itself, keep only what follows it.
+            let rest = self.buf.split_off(next.min(self.buf.len()));
+            let mut line = std::mem::replace(&mut self.buf, rest);
+            line.truncate(end);
+            self.start = 0;
+            line
+        } else {
+            let line = self.buf[self.start..end].to_vec();
+            self.start = next;
+            line
+        };
+        self.scanned = 0;
+        if self.start >= self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
         }
+        line
     }
+}
+
+/// A line as a frame: without its `\r`, checked to be UTF-8; `None` if it is blank.
+fn frame(mut line: Vec<u8>) -> Option<Frame> {
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    Some(match String::from_utf8(line) {
+        Ok(line) => Frame::Line(line),
+        Err(err) => Frame::NotUtf8 {
+            at: err.utf8_error().valid_up_to(),
+        },
+    })
 }
 
 /// Writes each queued line followed by `\n` until the queue closes, then flushes and shuts the
@@ -139,15 +185,27 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::BufReader;
 
+    /// Feeds `input` a few bytes per read, so lines straddle reads.
     async fn frames(input: &[u8], max: usize) -> Vec<Frame> {
-        let mut reader = LineReader::new(BufReader::with_capacity(4, input), max);
+        let mut builder = tokio_test_reader(input);
+        let mut reader = LineReader::new(&mut builder, max);
         let mut out = Vec::new();
         while let Some(frame) = reader.next_line().await.unwrap() {
             out.push(frame);
         }
         out
+    }
+
+    fn tokio_test_reader(input: &[u8]) -> impl AsyncRead + Unpin + use<> {
+        let (rx, mut tx) = tokio::io::simplex(3);
+        let input = input.to_vec();
+        tokio::spawn(async move {
+            let _ = tx.write_all(&input).await;
+            // The halves share one stream: only a shutdown tells the reader it ended.
+            let _ = tx.shutdown().await;
+        });
+        rx
     }
 
     #[tokio::test]

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use tokio::io::BufReader;
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -114,7 +113,7 @@ impl StdioServer {
                 tracing::debug!(server = %writer_name, %err, "upstream stdin closed");
             }
         });
-        let reader = LineReader::new(BufReader::with_capacity(64 * 1024, stdout), max_line);
+        let reader = LineReader::new(stdout, max_line);
         let task = tokio::spawn(read_upstream(name, child, reader, generation, events));
         Ok(UpstreamLink { outgoing, task })
     }
@@ -185,7 +184,7 @@ impl Drop for UpstreamLink {
 async fn read_upstream<E: From<UpstreamEvent> + Send + 'static>(
     name: String,
     mut child: Child,
-    mut reader: LineReader<BufReader<tokio::process::ChildStdout>>,
+    mut reader: LineReader<tokio::process::ChildStdout>,
     generation: u64,
     events: mpsc::Sender<E>,
 ) {
