@@ -20,7 +20,6 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::{Pending, ProxyRequest, Session};
@@ -111,15 +110,10 @@ impl Session {
     /// Decides the client's era from its first request. A stateless (2026-07-28) request that is
     /// not `server/discover` makes the proxy probe the upstream first: the request waits until
     /// the proxy knows whether it must bridge. Returns whether the request was held.
-    pub(super) fn probe_era(
-        &mut self,
-        line: &str,
-        method: &str,
-        params: Option<&RawValue>,
-    ) -> bool {
+    pub(super) fn probe_era(&mut self, line: &str, method: &str, params: Option<&str>) -> bool {
         let stateless = method != "initialize"
             && method != "server/discover"
-            && params.is_some_and(|p| era::has_envelope(p.get()));
+            && params.is_some_and(era::has_envelope);
         if !stateless {
             // `initialize` or an era-less request: the handshake era, as it comes. A client's own
             // `server/discover` is forwarded as is: an upstream without it answers with an
@@ -130,7 +124,7 @@ impl Session {
             }
             return false;
         }
-        let request_params = params.map_or_else(String::new, |p| p.get().to_owned());
+        let request_params = params.map_or_else(String::new, |p| p.to_owned());
         let probe = era::discover_params(&request_params);
         let uid = self.next_upstream_id();
         self.pending
@@ -145,12 +139,8 @@ impl Session {
     }
 
     /// The upstream answered the probe: bridge unless it speaks 2026-07-28.
-    pub(super) fn on_probe_answer(
-        &mut self,
-        request_params: &str,
-        outcome: Result<&RawValue, &RawValue>,
-    ) {
-        if outcome.is_ok_and(|result| era::discover_offers_stateless(result.get())) {
+    pub(super) fn on_probe_answer(&mut self, request_params: &str, outcome: Result<&str, &str>) {
+        if outcome.is_ok_and(era::discover_offers_stateless) {
             tracing::debug!("the upstream speaks 2026-07-28; nothing to bridge");
             self.era = ClientEra::Same;
             self.release_held();
@@ -175,17 +165,13 @@ impl Session {
     }
 
     /// The upstream accepted the proxy's `initialize`: the session is bridged from now on.
-    pub(super) fn on_bridge_initialized(
-        &mut self,
-        params: String,
-        outcome: Result<&RawValue, &RawValue>,
-    ) {
+    pub(super) fn on_bridge_initialized(&mut self, params: String, outcome: Result<&str, &str>) {
         let result = match outcome {
-            Ok(result) => result.get(),
+            Ok(result) => result,
             Err(error) => {
                 self.give_up_start(format!(
                     "the upstream rejected the initialize the proxy sent for a 2026-07-28 client: {}",
-                    error.get()
+                    error
                 ));
                 return;
             }
@@ -209,9 +195,9 @@ impl Session {
     /// was answered here.
     pub(super) fn answer_for_bridged_client(
         &mut self,
-        id: &RawValue,
+        id: &str,
         method: &str,
-        params: Option<&RawValue>,
+        params: Option<&str>,
     ) -> bool {
         match method {
             "server/discover" => {
@@ -219,12 +205,12 @@ impl Session {
                     return false;
                 };
                 let result = era::discover_result_from_initialize(&bridged.initialize_result);
-                self.to_client(jsonrpc::result(id.get(), &result));
+                self.to_client(jsonrpc::result(id, &result));
                 true
             }
             "initialize" => {
                 self.to_client(jsonrpc::error(
-                    Some(id.get()),
+                    Some(id),
                     era::UNSUPPORTED_PROTOCOL_VERSION,
                     "this connection serves the 2026-07-28 protocol; the initialize handshake is not accepted on it",
                 ));
@@ -235,9 +221,9 @@ impl Session {
                 true
             }
             _ if takes_input_rounds(method)
-                && params.is_some_and(|p| p.get().contains("\"requestState\"")) =>
+                && params.is_some_and(|p| p.contains("\"requestState\"")) =>
             {
-                self.resume_round(id, method, params.map(RawValue::get).unwrap_or("{}"))
+                self.resume_round(id, method, params.unwrap_or("{}"))
             }
             _ => false,
         }
@@ -248,12 +234,12 @@ impl Session {
     /// A request the upstream sent to a bridged client. Returns whether it was handled here.
     pub(super) fn on_bridged_upstream_request(
         &mut self,
-        id: &RawValue,
+        id: &str,
         method: &str,
-        params: Option<&RawValue>,
+        params: Option<&str>,
     ) -> bool {
         if method == "ping" {
-            self.send_upstream(jsonrpc::result(id.get(), "{}"));
+            self.send_upstream(jsonrpc::result(id, "{}"));
             return true;
         }
         if !matches!(
@@ -276,7 +262,7 @@ impl Session {
             .max();
         let Some(uid) = target else {
             self.send_upstream(jsonrpc::error(
-                Some(id.get()),
+                Some(id),
                 jsonrpc::METHOD_NOT_FOUND,
                 &format!(
                     "the client speaks MCP 2026-07-28 and can answer `{method}` only within a \
@@ -291,13 +277,13 @@ impl Session {
         bridged.next_round += 1;
         let asked = AskedInput {
             key: format!("mcp-middleware/{}", bridged.next_round),
-            upstream_id: id.get().into(),
+            upstream_id: id.into(),
             request: {
                 let mut request = String::from(r#"{"method":"#);
                 request.push_str(&Value::from(method).to_string());
                 if let Some(params) = params {
                     request.push_str(r#","params":"#);
-                    request.push_str(params.get());
+                    request.push_str(params);
                 }
                 request.push('}');
                 request
@@ -364,7 +350,7 @@ impl Session {
 
     /// The client's retry of a call that was answered with an input round: its answers go to the
     /// upstream's waiting requests and the retry takes over the upstream call.
-    fn resume_round(&mut self, id: &RawValue, method: &str, params: &str) -> bool {
+    fn resume_round(&mut self, id: &str, method: &str, params: &str) -> bool {
         let map: Map<String, Value> = serde_json::from_str(params).unwrap_or_default();
         let state = map
             .get("requestState")
@@ -372,7 +358,7 @@ impl Session {
             .unwrap_or_default();
         let Some(round) = self.bridged().and_then(|b| b.rounds.remove(state)) else {
             self.to_client(jsonrpc::error(
-                Some(id.get()),
+                Some(id),
                 jsonrpc::INVALID_PARAMS,
                 "requestState is unknown or expired (the upstream may have restarted); send the request again without it",
             ));
@@ -394,9 +380,9 @@ impl Session {
             let line = match answer {
                 Ok(result) => {
                     let completed = era::complete_result(method, &result);
-                    jsonrpc::result(id.get(), completed.as_deref().unwrap_or(&result))
+                    jsonrpc::result(id, completed.as_deref().unwrap_or(&result))
                 }
-                Err(error) => jsonrpc::error_response(id.get(), &error),
+                Err(error) => jsonrpc::error_response(id, &error),
             };
             self.to_client(line);
             return true;
@@ -405,7 +391,7 @@ impl Session {
             .get("_meta")
             .and_then(|m| m.get("progressToken"))
             .map(|t| t.to_string().into_boxed_str());
-        let client_id: Box<str> = id.get().into();
+        let client_id: Box<str> = id.into();
         self.by_client_id.insert(client_id.clone(), round.uid);
         self.pending.insert(
             round.uid,
@@ -423,17 +409,9 @@ impl Session {
     }
 
     /// The upstream answered a call while the client was still answering its input round.
-    pub(super) fn on_suspended_answer(
-        &mut self,
-        state: &str,
-        outcome: Result<&RawValue, &RawValue>,
-    ) {
+    pub(super) fn on_suspended_answer(&mut self, state: &str, outcome: Result<&str, &str>) {
         if let Some(round) = self.bridged().and_then(|b| b.rounds.get_mut(state)) {
-            round.answer = Some(
-                outcome
-                    .map(|r| r.get().to_owned())
-                    .map_err(|e| e.get().to_owned()),
-            );
+            round.answer = Some(outcome.map(|r| r.to_owned()).map_err(|e| e.to_owned()));
         }
     }
 
@@ -446,9 +424,9 @@ impl Session {
 
     // ------------------------------------------------------------------ subscriptions/listen
 
-    fn open_listener(&mut self, id: &RawValue, params: Option<&RawValue>) {
+    fn open_listener(&mut self, id: &str, params: Option<&str>) {
         let filter = params
-            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+            .and_then(|p| serde_json::from_str::<Value>(p).ok())
             .and_then(|p| p.get("notifications").cloned())
             .unwrap_or(Value::Null);
         let flag = |name: &str| filter.get(name).and_then(Value::as_bool) == Some(true);
@@ -470,7 +448,7 @@ impl Session {
             Vec::new()
         };
         let listener = Listener {
-            id: id.get().into(),
+            id: id.into(),
             tools: flag("toolsListChanged"),
             prompts: flag("promptsListChanged"),
             resources: flag("resourcesListChanged"),
@@ -498,7 +476,7 @@ impl Session {
             .filter(|uri| !self.handshake.subscriptions.contains(*uri))
             .cloned()
             .collect();
-        let subscription_id: Value = serde_json::from_str(id.get()).unwrap_or(Value::Null);
+        let subscription_id: Value = serde_json::from_str(id).unwrap_or(Value::Null);
         if let Some(bridged) = self.bridged() {
             bridged.listeners.push(listener);
         }
@@ -552,12 +530,12 @@ impl Session {
     pub(super) fn route_to_listeners(
         &mut self,
         method: &str,
-        params: Option<&RawValue>,
+        params: Option<&str>,
     ) -> Option<Vec<String>> {
         let bridged = self.bridged()?;
         let uri = || {
             params
-                .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+                .and_then(|p| serde_json::from_str::<Value>(p).ok())
                 .and_then(|p| p.get("uri").and_then(Value::as_str).map(str::to_owned))
         };
         let wanted: Vec<&Listener> = match method {
@@ -581,7 +559,7 @@ impl Session {
             _ => return None,
         };
         let mut base: Map<String, Value> = params
-            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .and_then(|p| serde_json::from_str(p).ok())
             .unwrap_or_default();
         Some(
             wanted

@@ -2,8 +2,6 @@
 //! session state to the new process, holding client messages meanwhile, and failing what was
 //! pending when it dies.
 
-use serde_json::value::RawValue;
-
 use super::bridge::ClientEra;
 use super::{Pending, ProxyRequest, Session, UpstreamState};
 use crate::jsonrpc::{self, Message};
@@ -139,7 +137,7 @@ impl Session {
         for line in queued {
             if let Ok(Message::Request { id, method, .. }) = Message::parse(line) {
                 self.to_client(jsonrpc::error(
-                    Some(id.get()),
+                    Some(id),
                     jsonrpc::UPSTREAM_UNAVAILABLE,
                     &format!("upstream unavailable for `{method}`: {reason}"),
                 ));
@@ -183,11 +181,7 @@ impl Session {
     }
 
     /// The answer to a request the proxy sent on its own behalf.
-    pub(super) fn on_proxy_response(
-        &mut self,
-        purpose: ProxyRequest,
-        outcome: Result<&RawValue, &RawValue>,
-    ) {
+    pub(super) fn on_proxy_response(&mut self, purpose: ProxyRequest, outcome: Result<&str, &str>) {
         match purpose {
             ProxyRequest::ReplayInitialize => match outcome {
                 Ok(_) => {
@@ -196,13 +190,13 @@ impl Session {
                 }
                 Err(error) => self.give_up_start(format!(
                     "the restarted upstream rejected the replayed initialize: {}",
-                    error.get()
+                    error
                 )),
             },
             ProxyRequest::SetState => {
                 if let Err(error) = outcome {
                     tracing::warn!(
-                        error = error.get(),
+                        error = error,
                         "the upstream refused session state the proxy set"
                     );
                 }

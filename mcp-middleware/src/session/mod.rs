@@ -21,7 +21,6 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
@@ -287,14 +286,8 @@ impl Session {
         }
     }
 
-    fn on_client_request(
-        &mut self,
-        line: &str,
-        id: &RawValue,
-        method: &str,
-        params: Option<&RawValue>,
-    ) {
-        if !self.ensure_upstream(Some(id.get()), method) {
+    fn on_client_request(&mut self, line: &str, id: &str, method: &str, params: Option<&str>) {
+        if !self.ensure_upstream(Some(id), method) {
             return;
         }
         if let UpstreamState::Starting { queued, .. } = &mut self.upstream {
@@ -315,8 +308,8 @@ impl Session {
         let mut progress_token = None;
         let mut new_params = None;
         if let Some(params) = params
-            && (bridged || params.get().contains("\"progressToken\""))
-            && let Some(rewritten) = self.rewrite_request_params(params.get(), uid, bridged)
+            && (bridged || params.contains("\"progressToken\""))
+            && let Some(rewritten) = self.rewrite_request_params(params, uid, bridged)
         {
             progress_token = rewritten.progress_token;
             new_params = Some((range_in(line, params), rewritten.params));
@@ -324,7 +317,7 @@ impl Session {
         if method == "initialize" {
             self.handshake.initialize_in_flight = Some((
                 uid,
-                params.map_or_else(|| "{}".to_owned(), |p| p.get().to_owned()),
+                params.map_or_else(|| "{}".to_owned(), |p| p.to_owned()),
             ));
         }
         let mut replacements = vec![(range_in(line, id), uid_text)];
@@ -332,7 +325,7 @@ impl Session {
             replacements.push((range.clone(), text.as_str()));
         }
         let out = splice(line, &replacements);
-        let client_id: Box<str> = id.get().into();
+        let client_id: Box<str> = id.into();
         self.by_client_id.insert(client_id.clone(), uid);
         self.pending.insert(
             uid,
@@ -378,11 +371,11 @@ impl Session {
         })
     }
 
-    fn on_client_notification(&mut self, line: &str, method: &str, params: Option<&RawValue>) {
+    fn on_client_notification(&mut self, line: &str, method: &str, params: Option<&str>) {
         let out = match method {
             "notifications/cancelled" => {
                 let Some(params) = params else { return };
-                let Some((request_id, rewrite)) = field_rewriter(params.get(), "requestId") else {
+                let Some((request_id, rewrite)) = field_rewriter(params, "requestId") else {
                     return;
                 };
                 if self.close_listener(&request_id) {
@@ -399,7 +392,7 @@ impl Session {
             "notifications/progress" => {
                 // Progress on a request the upstream sent to the client.
                 let Some(params) = params else { return };
-                let Some((token, rewrite)) = field_rewriter(params.get(), "progressToken") else {
+                let Some((token, rewrite)) = field_rewriter(params, "progressToken") else {
                     return;
                 };
                 let found = token
@@ -433,21 +426,17 @@ impl Session {
         }
     }
 
-    fn on_client_response(&mut self, line: &str, id: Option<&RawValue>) {
+    fn on_client_response(&mut self, line: &str, id: Option<&str>) {
         let Some(id) = id else {
             tracing::warn!(%line, "the client sent an error without an id");
             return;
         };
         let Some(request) = id
-            .get()
             .parse::<u64>()
             .ok()
             .and_then(|did| self.upstream_requests.remove(&did))
         else {
-            tracing::debug!(
-                id = id.get(),
-                "client answered a request that is not pending"
-            );
+            tracing::debug!(id = id, "client answered a request that is not pending");
             return;
         };
         if request.generation != self.generation {
@@ -458,12 +447,12 @@ impl Session {
     }
 
     /// Keeps what a restarted upstream must be told again.
-    fn remember_state(&mut self, method: &str, params: Option<&RawValue>) {
+    fn remember_state(&mut self, method: &str, params: Option<&str>) {
         match method {
-            "logging/setLevel" => self.handshake.log_level = params.map(|p| p.get().to_owned()),
+            "logging/setLevel" => self.handshake.log_level = params.map(|p| p.to_owned()),
             "resources/subscribe" | "resources/unsubscribe" => {
                 let uri = params
-                    .and_then(|p| serde_json::from_str::<Map<String, Value>>(p.get()).ok())
+                    .and_then(|p| serde_json::from_str::<Map<String, Value>>(p).ok())
                     .and_then(|p| p.get("uri").and_then(Value::as_str).map(str::to_owned));
                 if let Some(uri) = uri {
                     if method == "resources/subscribe" {
@@ -495,7 +484,7 @@ impl Session {
             } => self.on_upstream_response(line, id, Err(error)),
             Message::Error { id: None, error } => {
                 tracing::warn!(
-                    error = error.get(),
+                    error = error,
                     "the upstream reported an error without an id"
                 );
             }
@@ -508,20 +497,14 @@ impl Session {
         }
     }
 
-    fn on_upstream_response(
-        &mut self,
-        line: &str,
-        id: &RawValue,
-        outcome: Result<&RawValue, &RawValue>,
-    ) {
+    fn on_upstream_response(&mut self, line: &str, id: &str, outcome: Result<&str, &str>) {
         let Some(pending) = id
-            .get()
             .parse::<u64>()
             .ok()
             .and_then(|uid| self.pending.remove(&uid).map(|pending| (uid, pending)))
         else {
             tracing::debug!(
-                id = id.get(),
+                id = id,
                 "dropped a response to no pending request (cancelled or timed out)"
             );
             return;
@@ -544,10 +527,8 @@ impl Session {
                     }
                 }
                 let completed = match (&self.era, outcome) {
-                    (ClientEra::Bridged(_), Ok(result)) => {
-                        era::complete_result(&method, result.get())
-                            .map(|text| (range_in(line, result), text))
-                    }
+                    (ClientEra::Bridged(_), Ok(result)) => era::complete_result(&method, result)
+                        .map(|text| (range_in(line, result), text)),
                     _ => None,
                 };
                 let mut replacements = vec![(range_in(line, id), &*client_id)];
@@ -561,13 +542,7 @@ impl Session {
         }
     }
 
-    fn on_upstream_request(
-        &mut self,
-        line: &str,
-        id: &RawValue,
-        method: &str,
-        params: Option<&RawValue>,
-    ) {
+    fn on_upstream_request(&mut self, line: &str, id: &str, method: &str, params: Option<&str>) {
         if matches!(self.era, ClientEra::Bridged(_))
             && self.on_bridged_upstream_request(id, method, params)
         {
@@ -580,8 +555,8 @@ impl Session {
         let mut progress_token = None;
         let mut new_params = None;
         if let Some(params) = params
-            && params.get().contains("\"progressToken\"")
-            && let Some((token, rewritten)) = swap_progress_token(params.get(), did)
+            && params.contains("\"progressToken\"")
+            && let Some((token, rewritten)) = swap_progress_token(params, did)
         {
             progress_token = Some(token);
             new_params = Some((range_in(line, params), rewritten));
@@ -589,7 +564,7 @@ impl Session {
         self.upstream_requests.insert(
             did,
             UpstreamRequest {
-                upstream_id: id.get().into(),
+                upstream_id: id.into(),
                 generation: self.generation,
                 progress_token,
             },
@@ -602,19 +577,17 @@ impl Session {
         self.to_client(splice(line, &replacements));
     }
 
-    fn on_upstream_notification(&mut self, line: &str, method: &str, params: Option<&RawValue>) {
-        let out = match method {
-            "notifications/progress" => {
-                let Some(params) = params else { return };
-                let Some((token, rewrite)) = field_rewriter(params.get(), "progressToken") else {
-                    return;
-                };
-                let timeout = self.options.request_timeout;
-                let client_token =
-                    token
-                        .parse::<u64>()
-                        .ok()
-                        .and_then(|uid| match self.pending.get_mut(&uid) {
+    fn on_upstream_notification(&mut self, line: &str, method: &str, params: Option<&str>) {
+        let out =
+            match method {
+                "notifications/progress" => {
+                    let Some(params) = params else { return };
+                    let Some((token, rewrite)) = field_rewriter(params, "progressToken") else {
+                        return;
+                    };
+                    let timeout = self.options.request_timeout;
+                    let client_token = token.parse::<u64>().ok().and_then(|uid| {
+                        match self.pending.get_mut(&uid) {
                             Some(Pending::Client {
                                 progress_token: Some(client_token),
                                 deadline,
@@ -624,42 +597,43 @@ impl Session {
                                 Some(client_token.clone())
                             }
                             _ => None,
-                        });
-                let Some(client_token) = client_token else {
-                    tracing::debug!(%token, "dropped progress for no pending request");
-                    return;
-                };
-                let token: Value = serde_json::from_str(&client_token).unwrap_or(Value::Null);
-                let new_params = rewrite(token);
-                splice(line, &[(range_in(line, params), new_params.as_str())])
-            }
-            "notifications/cancelled" => {
-                // The upstream withdrew a request it had sent to the client.
-                let Some(params) = params else { return };
-                let Some((request_id, rewrite)) = field_rewriter(params.get(), "requestId") else {
-                    return;
-                };
-                let generation = self.generation;
-                let found = self
-                    .upstream_requests
-                    .iter()
-                    .find(|(_, r)| r.generation == generation && *r.upstream_id == *request_id)
-                    .map(|(did, _)| *did);
-                let Some(did) = found else { return };
-                self.upstream_requests.remove(&did);
-                let new_params = rewrite(Value::from(did));
-                splice(line, &[(range_in(line, params), new_params.as_str())])
-            }
-            _ => {
-                if let Some(lines) = self.route_to_listeners(method, params) {
-                    for line in lines {
-                        self.to_client(line);
-                    }
-                    return;
+                        }
+                    });
+                    let Some(client_token) = client_token else {
+                        tracing::debug!(%token, "dropped progress for no pending request");
+                        return;
+                    };
+                    let token: Value = serde_json::from_str(&client_token).unwrap_or(Value::Null);
+                    let new_params = rewrite(token);
+                    splice(line, &[(range_in(line, params), new_params.as_str())])
                 }
-                line.to_owned()
-            }
-        };
+                "notifications/cancelled" => {
+                    // The upstream withdrew a request it had sent to the client.
+                    let Some(params) = params else { return };
+                    let Some((request_id, rewrite)) = field_rewriter(params, "requestId") else {
+                        return;
+                    };
+                    let generation = self.generation;
+                    let found = self
+                        .upstream_requests
+                        .iter()
+                        .find(|(_, r)| r.generation == generation && *r.upstream_id == *request_id)
+                        .map(|(did, _)| *did);
+                    let Some(did) = found else { return };
+                    self.upstream_requests.remove(&did);
+                    let new_params = rewrite(Value::from(did));
+                    splice(line, &[(range_in(line, params), new_params.as_str())])
+                }
+                _ => {
+                    if let Some(lines) = self.route_to_listeners(method, params) {
+                        for line in lines {
+                            self.to_client(line);
+                        }
+                        return;
+                    }
+                    line.to_owned()
+                }
+            };
         self.to_client(out);
     }
 

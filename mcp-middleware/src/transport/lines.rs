@@ -67,7 +67,12 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 let end = self.start + self.scanned + at;
                 let line = self.take(end, end + 1);
                 if let Some(len) = self.discarding.take() {
-                    return Ok(Some(Frame::TooLong { len: len + line.len() }));
+                    return Ok(Some(Frame::TooLong {
+                        len: len + line.len(),
+                    }));
+                }
+                if line.len() > self.max_len {
+                    return Ok(Some(Frame::TooLong { len: line.len() }));
                 }
                 match frame(line) {
                     Some(frame) => return Ok(Some(frame)),
@@ -224,6 +229,15 @@ mod tests {
     #[tokio::test]
     async fn discards_over_long_lines_and_goes_on() {
         let got = frames(b"0123456789abc\nok\n0123456789", 8).await;
+        let mut whole = LineReader::new(&b"0123456789\nok\n"[..], 8);
+        assert_eq!(
+            whole.next_line().await.unwrap(),
+            Some(Frame::TooLong { len: 10 })
+        );
+        assert_eq!(
+            whole.next_line().await.unwrap(),
+            Some(Frame::Line("ok".into()))
+        );
         assert_eq!(
             got,
             vec![
@@ -241,6 +255,28 @@ mod tests {
             got,
             vec![Frame::NotUtf8 { at: 2 }, Frame::Line("ok".into())]
         );
+    }
+
+    #[tokio::test]
+    async fn reads_many_lines_from_one_read_and_large_ones_whole() {
+        let big = "y".repeat(200_000);
+        let mut input = String::new();
+        for i in 0..50 {
+            input.push_str(&format!("{{\"n\":{i}}}\n"));
+        }
+        input.push_str(&big);
+        input.push_str("\ntail\n");
+        let mut reader = LineReader::new(input.as_bytes(), 1 << 20);
+        for i in 0..50 {
+            let expected = Frame::Line(format!("{{\"n\":{i}}}"));
+            assert_eq!(reader.next_line().await.unwrap(), Some(expected));
+        }
+        assert_eq!(reader.next_line().await.unwrap(), Some(Frame::Line(big)));
+        assert_eq!(
+            reader.next_line().await.unwrap(),
+            Some(Frame::Line("tail".into()))
+        );
+        assert_eq!(reader.next_line().await.unwrap(), None);
     }
 
     #[tokio::test]

@@ -31,7 +31,10 @@ pub const UPSTREAM_UNAVAILABLE: i64 = -32001;
 /// upstream `notifications/cancelled` for the request.
 pub const UPSTREAM_TIMEOUT: i64 = -32002;
 
-/// The members of a JSON-RPC message, borrowed from the line they were read from.
+mod scan;
+
+/// The members of a JSON-RPC message, borrowed from the line they were read from; the
+/// validating fallback of [`Message::parse`].
 #[derive(Deserialize)]
 struct Envelope<'a> {
     #[serde(borrow, default)]
@@ -50,40 +53,40 @@ struct Envelope<'a> {
 
 /// One JSON-RPC message, borrowed from its line.
 ///
-/// Payloads are kept as [`RawValue`]s pointing into the line, so their byte ranges are known and
-/// the message can be re-emitted with [`splice`].
+/// Payloads are raw JSON text pointing into the line, so their byte ranges are known
+/// ([`range_in`]) and the message can be re-emitted with [`splice`].
 #[derive(Debug)]
 pub enum Message<'a> {
     /// A request: it has a method and an id, and expects a response.
     Request {
         /// The id exactly as written (a JSON number or string).
-        id: &'a RawValue,
+        id: &'a str,
         /// The method name.
         method: Cow<'a, str>,
-        /// The params, if present.
-        params: Option<&'a RawValue>,
+        /// The params, raw JSON, if present.
+        params: Option<&'a str>,
     },
     /// A notification: a method without an id.
     Notification {
         /// The method name.
         method: Cow<'a, str>,
-        /// The params, if present.
-        params: Option<&'a RawValue>,
+        /// The params, raw JSON, if present.
+        params: Option<&'a str>,
     },
     /// A response carrying a result.
     Result {
-        /// The id of the request it answers.
-        id: &'a RawValue,
-        /// The result.
-        result: &'a RawValue,
+        /// The id of the request it answers, raw JSON.
+        id: &'a str,
+        /// The result, raw JSON.
+        result: &'a str,
     },
     /// A response carrying an error. The id is `None` when the peer could not tell which request
     /// failed (for example after a parse error).
     Error {
-        /// The id of the request it answers, if known.
-        id: Option<&'a RawValue>,
-        /// The error object.
-        error: &'a RawValue,
+        /// The id of the request it answers, raw JSON, if known.
+        id: Option<&'a str>,
+        /// The error object, raw JSON.
+        error: &'a str,
     },
 }
 
@@ -106,7 +109,7 @@ impl<'a> Message<'a> {
     /// let line = r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}"#;
     /// match Message::parse(line).unwrap() {
     ///     Message::Request { id, method, .. } => {
-    ///         assert_eq!(id.get(), "7");
+    ///         assert_eq!(id, "7");
     ///         assert_eq!(method, "tools/list");
     ///     }
     ///     other => panic!("not a request: {other:?}"),
@@ -123,6 +126,22 @@ impl<'a> Message<'a> {
                 id: None,
             });
         }
+        let members = match scan::members(line) {
+            Some(found) => Members {
+                jsonrpc: found.jsonrpc.map(decode_string).transpose()?,
+                id: found.id,
+                method: found.method.map(decode_string).transpose()?,
+                params: found.params,
+                result: found.result,
+                error: found.error,
+            },
+            None => Self::parse_strictly(line)?,
+        };
+        members.classify()
+    }
+
+    /// The validating path: serde_json reads the whole line and says what is wrong and where.
+    fn parse_strictly(line: &'a str) -> Result<Members<'a>, Malformed> {
         let envelope: Envelope<'a> = serde_json::from_str(line).map_err(|err| Malformed {
             code: if err.is_data() {
                 INVALID_REQUEST
@@ -139,35 +158,56 @@ impl<'a> Message<'a> {
             ),
             id: None,
         })?;
-        let id = envelope.id.filter(|id| id.get() != "null");
+        Ok(Members {
+            jsonrpc: envelope.jsonrpc,
+            id: envelope.id.map(RawValue::get),
+            method: envelope.method,
+            params: envelope.params.map(RawValue::get),
+            result: envelope.result.map(RawValue::get),
+            error: envelope.error.map(RawValue::get),
+        })
+    }
+}
+
+/// The envelope's members, decoded where the proxy reads them.
+struct Members<'a> {
+    jsonrpc: Option<Cow<'a, str>>,
+    id: Option<&'a str>,
+    method: Option<Cow<'a, str>>,
+    params: Option<&'a str>,
+    result: Option<&'a str>,
+    error: Option<&'a str>,
+}
+
+impl<'a> Members<'a> {
+    fn classify(self) -> Result<Message<'a>, Malformed> {
+        let id = self.id.filter(|id| *id != "null");
         let invalid = |message: String| Malformed {
             code: INVALID_REQUEST,
             message,
-            id: id.map(|id| id.get().to_owned()),
+            id: id.filter(|id| is_valid_id(id)).map(str::to_owned),
         };
-        if envelope.jsonrpc.as_deref() != Some("2.0") {
+        if self.jsonrpc.as_deref() != Some("2.0") {
             return Err(invalid(
                 "Invalid Request: member \"jsonrpc\" must be \"2.0\"".to_owned(),
             ));
         }
-        if let Some(id) = id {
-            let first = id.get().as_bytes().first().copied();
-            if !matches!(first, Some(b'"' | b'-' | b'0'..=b'9')) {
-                return Err(invalid(format!(
-                    "Invalid Request: member \"id\" must be a string or a number, not {}",
-                    id.get()
-                )));
-            }
+        if let Some(id) = id
+            && !is_valid_id(id)
+        {
+            return Err(invalid(format!(
+                "Invalid Request: member \"id\" must be a string or a number, not {id}"
+            )));
         }
-        match (envelope.method, id, envelope.result, envelope.error) {
+        match (self.method, id, self.result, self.error) {
             (Some(method), Some(id), None, None) => Ok(Message::Request {
                 id,
                 method,
-                params: envelope.params,
+                params: self.params,
             }),
             (Some(method), None, None, None) => Ok(Message::Notification {
                 method,
-                params: envelope.params,
+                params: self.params,
             }),
             (None, Some(id), Some(result), None) => Ok(Message::Result { id, result }),
             (None, id, None, Some(error)) => Ok(Message::Error { id, error }),
@@ -180,12 +220,41 @@ impl<'a> Message<'a> {
     }
 }
 
+/// Whether raw JSON is a valid JSON-RPC id: a well-formed string or number.
+fn is_valid_id(id: &str) -> bool {
+    match id.as_bytes().first() {
+        Some(b'"') => !id.contains('\\') || serde_json::from_str::<String>(id).is_ok(),
+        Some(b'-' | b'0'..=b'9') => serde_json::from_str::<serde_json::Number>(id).is_ok(),
+        _ => false,
+    }
+}
+
+/// A member that must be a JSON string (`jsonrpc`, `method`), decoded.
+fn decode_string(raw: &str) -> Result<Cow<'_, str>, Malformed> {
+    let invalid = || Malformed {
+        code: INVALID_REQUEST,
+        message: format!("Invalid Request: expected a string, found {raw}"),
+        id: None,
+    };
+    let inner = raw
+        .strip_prefix('"')
+        .and_then(|r| r.strip_suffix('"'))
+        .ok_or_else(invalid)?;
+    if inner.contains('\\') || inner.bytes().any(|b| b < 0x20) {
+        serde_json::from_str::<String>(raw)
+            .map(Cow::Owned)
+            .map_err(|_| invalid())
+    } else {
+        Ok(Cow::Borrowed(inner))
+    }
+}
+
 /// The byte range of `part` inside `line`. `part` must be a sub-slice of `line`, as every
-/// [`RawValue`] of a [`Message`] parsed from `line` is.
-pub fn range_in(line: &str, part: &RawValue) -> Range<usize> {
-    let start = (part.get().as_ptr() as usize).wrapping_sub(line.as_ptr() as usize);
+/// raw member of a [`Message`] parsed from `line` is.
+pub fn range_in(line: &str, part: &str) -> Range<usize> {
+    let start = (part.as_ptr() as usize).wrapping_sub(line.as_ptr() as usize);
     debug_assert!(start <= line.len(), "range_in: part is not inside line");
-    start..start + part.get().len()
+    start..start + part.len()
 }
 
 /// Copies `line` with each range replaced by its text. The ranges must not overlap; they may
