@@ -330,6 +330,63 @@ fn a_stateless_client_is_bridged_to_a_handshake_only_upstream() {
 }
 
 #[test]
+fn a_bridged_client_answers_upstream_requests_in_input_rounds() {
+    let mut client = Client::scripted(&[], &[]);
+    let mut meta = envelope();
+    meta["progressToken"] = json!("first");
+    let round = client.request(
+        json!("call-1"),
+        "tools/call",
+        json!({"name": "needs_sampling", "_meta": meta}),
+    );
+    let result = &round["result"];
+    assert_eq!(result["resultType"], "input_required", "{round}");
+    let requests = result["inputRequests"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(requests.len(), 1, "{round}");
+    let (key, request) = requests
+        .iter()
+        .next()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .unwrap_or_default();
+    assert_eq!(request["method"], "sampling/createMessage");
+    assert_eq!(request["params"]["maxTokens"], 5);
+    let state = result["requestState"].clone();
+    assert!(state.is_string(), "{round}");
+
+    // The retry carries the answer under a new id; the upstream's final result answers it.
+    let answer =
+        json!({"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"});
+    let done = client.request(
+        json!("call-2"),
+        "tools/call",
+        json!({"name": "needs_sampling", "_meta": envelope(), "requestState": state, "inputResponses": {key: answer}}),
+    );
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(done["result"]["answer"], answer);
+
+    let stale = client.request(
+        json!("call-3"),
+        "tools/call",
+        json!({"name": "needs_sampling", "_meta": envelope(), "requestState": state, "inputResponses": {}}),
+    );
+    assert_eq!(
+        stale["error"]["code"], -32602,
+        "a used requestState is refused: {stale}"
+    );
+
+    // Outside a call, the upstream's request cannot reach a stateless client: it gets an error.
+    let asked = client.request(
+        json!("ask"),
+        "ask",
+        json!({"q": "x", "method": "sampling/createMessage", "_meta": envelope()}),
+    );
+    assert_eq!(asked["result"]["answer"]["code"], -32601, "{asked}");
+}
+
+#[test]
 fn a_stateless_client_and_a_stateless_upstream_are_not_translated() {
     let mut client = Client::scripted(&[], &[("SCRIPTED_ERA", "2026")]);
     let tools = client.request(json!(1), "tools/list", json!({"_meta": envelope()}));

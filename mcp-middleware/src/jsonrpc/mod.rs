@@ -327,22 +327,22 @@ pub fn notification(method: &str, params: Option<&str>) -> String {
 
 /// A success response line. `id` and `result` are raw JSON.
 pub fn result(id: &str, result: &str) -> String {
-    let mut out = String::with_capacity(40 + result.len());
-    out.push_str(r#"{"jsonrpc":"2.0","id":"#);
-    out.push_str(id);
-    out.push_str(r#","result":"#);
-    out.push_str(result);
-    out.push('}');
-    out
+    response(id, "result", result)
 }
 
 /// An error response line with a raw error object. `id` and `error` are raw JSON.
 pub fn error_response(id: &str, error: &str) -> String {
-    let mut out = String::with_capacity(40 + error.len());
+    response(id, "error", error)
+}
+
+fn response(id: &str, member: &str, value: &str) -> String {
+    let mut out = String::with_capacity(40 + value.len());
     out.push_str(r#"{"jsonrpc":"2.0","id":"#);
     out.push_str(id);
-    out.push_str(r#","error":"#);
-    out.push_str(error);
+    out.push_str(",\"");
+    out.push_str(member);
+    out.push_str("\":");
+    out.push_str(value);
     out.push('}');
     out
 }

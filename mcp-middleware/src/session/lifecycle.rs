@@ -117,20 +117,21 @@ impl Session {
     /// The upstream could not be made ready: fail the held requests with `reason`.
     pub(super) fn give_up_start(&mut self, reason: String) {
         tracing::warn!("{reason}");
-        let queued = match std::mem::replace(
-            &mut self.upstream,
-            UpstreamState::Down {
-                reason: reason.clone(),
-            },
-        ) {
-            UpstreamState::Starting { queued, .. } => queued,
-            other => {
-                self.upstream = other;
-                Vec::new()
-            }
-        };
+        let queued = self.mark_down(&reason);
         self.era = ClientEra::Unknown;
         self.fail_queued(&queued, &reason);
+    }
+
+    /// Marks the upstream down (dropping its link kills it) and returns the client messages that
+    /// were held for it.
+    fn mark_down(&mut self, reason: &str) -> Vec<String> {
+        let down = UpstreamState::Down {
+            reason: reason.to_owned(),
+        };
+        match std::mem::replace(&mut self.upstream, down) {
+            UpstreamState::Starting { queued, .. } => queued,
+            _ => Vec::new(),
+        }
     }
 
     pub(super) fn fail_queued(&mut self, queued: &[String], reason: &str) {
@@ -148,15 +149,7 @@ impl Session {
     pub(super) fn on_upstream_closed(&mut self, how: &str) {
         let reason = format!("upstream `{}` {how}", self.server);
         tracing::warn!("{reason}");
-        let queued = match std::mem::replace(
-            &mut self.upstream,
-            UpstreamState::Down {
-                reason: reason.clone(),
-            },
-        ) {
-            UpstreamState::Starting { queued, .. } => queued,
-            _ => Vec::new(),
-        };
+        let queued = self.mark_down(&reason);
         self.fail_queued(&queued, &reason);
         let mut failed: Vec<(u64, Pending)> = self.pending.drain().collect();
         failed.sort_by_key(|(uid, _)| *uid);
