@@ -296,6 +296,36 @@ fn a_stateless_client_is_bridged_to_a_handshake_only_upstream() {
     );
     assert_eq!(call["result"]["resultType"], "complete");
     assert_eq!(call["result"]["content"][0]["text"], "called x");
+    // The upstream logs every call; a 2026-07-28 client gets logs only for requests that ask.
+    let logs = |client: &Client| {
+        client
+            .inbox
+            .iter()
+            .filter(|m| m["method"] == "notifications/message")
+            .count()
+    };
+    assert_eq!(logs(&client), 0, "{:?}", client.inbox);
+    let mut asking = envelope();
+    asking["io.modelcontextprotocol/logLevel"] = json!("info");
+    client.request(
+        json!(31),
+        "tools/call",
+        json!({"name": "x", "_meta": asking}),
+    );
+    assert_eq!(logs(&client), 1, "{:?}", client.inbox);
+    let mut strict = envelope();
+    strict["io.modelcontextprotocol/logLevel"] = json!("error");
+    client.request(
+        json!(32),
+        "tools/call",
+        json!({"name": "x", "_meta": strict}),
+    );
+    assert_eq!(
+        logs(&client),
+        1,
+        "an info message is below `error`: {:?}",
+        client.inbox
+    );
 
     let seen = client.request(json!(4), "state", json!({"_meta": envelope()}))["result"].clone();
     assert_eq!(

@@ -147,7 +147,7 @@ class Conn:
 
 
 @asynccontextmanager
-async def connect(cmd: list[str], mode: str, label: str) -> AsyncIterator[Conn]:
+async def connect(cmd: list[str], mode: str, label: str, **client_kwargs: Any) -> AsyncIterator[Conn]:
     """A `Client(mode=...)` on `cmd`, with callbacks for sampling, elicitation and roots."""
     wire: EventLog[WireMsg] = EventLog("wire")
     holder: dict[str, Conn] = {}
@@ -188,10 +188,11 @@ async def connect(cmd: list[str], mode: str, label: str) -> AsyncIterator[Conn]:
             list_roots_callback=on_list_roots,
             client_info=CLIENT_INFO,
             cache=None,  # every request must reach the proxy
+            **client_kwargs,
         )
+        conn = Conn(label=label, mode=mode, client=client, wire=wire)
+        holder["c"] = conn  # before connecting: callbacks may run as soon as the session is up
         async with client:
-            conn = Conn(label=label, mode=mode, client=client, wire=wire)
-            holder["c"] = conn
             yield conn
 
 
@@ -202,6 +203,11 @@ def read_tap(path: Path) -> list[tuple[str, dict[str, Any]]]:
         entry = json.loads(line)
         out.append((entry["dir"], json.loads(entry["line"])))
     return out
+
+
+# What the proxy itself sends a handshake-only upstream before the client's first request:
+# its probe, then the 2025-11-25 handshake.
+PROXY_OWN_METHODS = {"server/discover", "initialize", "notifications/initialized"}
 
 
 def assert_envelope(msg: WireMsg, mode: str) -> None:
@@ -220,8 +226,18 @@ def tap_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 async def bridged(tap_log: Path) -> AsyncIterator[Conn]:
-    """One 2026-07-28 client for the module: proxy (with upstream tap) -> server-everything."""
+    """One 2026-07-28 client for the module: proxy (with upstream tap) -> server-everything.
+
+    The server asks for the client's roots on its own, 350 ms after `initialized`
+    (server/roots.js), and only until it has them.  The proxy can put that question to the
+    client only within a call in flight (it would ride on whichever call that is), so the
+    fixture settles it first: `get-roots-list` fetches the roots if the server does not
+    have them yet.  After that the server sends no request of its own, and every input round
+    a test sees belongs to that test's call.
+    """
     async with connect(proxied(EVERYTHING_CMD, tap_log=tap_log), MODERN, "test_eras bridged everything") as conn:
+        settled = await conn.client.call_tool("get-roots-list", {})
+        assert text_of(settled.content[0]).startswith("Current MCP Roots (1 total)"), settled
         yield conn
 
 
@@ -237,17 +253,16 @@ async def test_bridged_client_speaks_2026_and_proxy_initializes_upstream(bridged
     for msg in client_out:
         if msg.is_request:
             assert_envelope(msg, MODERN)
-    (listed,) = c.out("tools/list")
-    raw = c.response(listed)["result"]
+    raw = c.response(c.out("tools/list")[0])["result"]
     # A 2026-07-28 list result: resultType plus the (required) cache hints.
     assert raw["resultType"] == "complete"
     assert isinstance(raw["ttlMs"], int) and raw["ttlMs"] >= 0
     assert raw["cacheScope"] in ("private", "public")
     assert types.ListToolsResult.model_validate(raw).tools
 
-    # Upstream side: the proxy sent exactly one `initialize` (2025-11-25, with the client's
-    # capabilities and identity), then `notifications/initialized`; the forwarded request
-    # went without the envelope keys.
+    # Upstream side: the proxy probed with `server/discover` (the upstream answered -32601),
+    # sent exactly one `initialize` (2025-11-25, with the client's capabilities and identity),
+    # then `notifications/initialized`; the client's requests went on without the envelope keys.
     tap = read_tap(tap_log)
     to_upstream = [m for d, m in tap if d == "in"]
     inits = [m for m in to_upstream if m.get("method") == "initialize"]
@@ -257,10 +272,11 @@ async def test_bridged_client_speaks_2026_and_proxy_initializes_upstream(bridged
     assert set(init["capabilities"]) >= {"sampling", "elicitation", "roots"}
     assert init["clientInfo"]["name"] == CLIENT_INFO.name
     methods = [m.get("method") for m in to_upstream]
-    assert methods.index("initialize") < methods.index("notifications/initialized") < methods.index("tools/list")
-    (upstream_list,) = [m for m in to_upstream if m.get("method") == "tools/list"]
-    meta = (upstream_list.get("params") or {}).get("_meta") or {}
-    assert not [k for k in meta if k.startswith("io.modelcontextprotocol/")], upstream_list
+    first_forwarded = next(i for i, m in enumerate(methods) if m not in PROXY_OWN_METHODS)
+    assert methods.index("initialize") < methods.index("notifications/initialized") < first_forwarded, methods
+    for forwarded in to_upstream[first_forwarded:]:
+        meta = (forwarded.get("params") or {}).get("_meta") or {}
+        assert not [k for k in meta if k.startswith("io.modelcontextprotocol/")], forwarded
 
 
 async def test_bridged_server_discover(bridged: Conn) -> None:
@@ -438,11 +454,14 @@ async def test_bridged_url_elicitation(bridged: Conn) -> None:
 
 async def test_bridged_roots_answered_by_callback(bridged: Conn) -> None:
     c = bridged
+    # The fixture's first `get-roots-list` made the server fetch the roots: a `roots/list`
+    # input round, answered by the roots callback.  The server keeps them, so this call
+    # shows them without asking again.
+    assert c.roots.items, "the roots callback was never called"
+    assert "roots/list" in asked_methods(input_rounds(c, 0, "tools/call"))
+    assert not c.inbound("roots/list"), "2026-07-28 has no server->client requests"
     result = await c.client.call_tool("get-roots-list", {})
     text = text_of(result.content[0])
-    # The server asks for roots once (350 ms after `initialized`, or on this call if that first
-    # request found no call in flight to ride on); either way the answer came from our callback.
-    assert c.roots.items, "the roots callback was never called"
     assert text.startswith(f"Current MCP Roots (1 total):\n\n1. {ROOT.name}\n   URI: {ROOT.uri}\n"), text
 
 
@@ -484,6 +503,38 @@ async def test_bridged_errors(bridged: Conn) -> None:
     assert info.value.code == METHOD_NOT_FOUND
     # The connection still works after errors.
     assert (await c.client.call_tool("echo", {"message": "still here"})).is_error is False
+
+
+@pytest.mark.parametrize("log_level", [None, "info"], ids=["no-opt-in", "info"])
+async def test_bridged_logs_only_for_requests_that_opt_in(log_level: str | None) -> None:
+    """2026-07-28: `notifications/message` only for a request that carries `_meta.logLevel`.
+
+    The reference server logs "Roots updated: ..." inside `get-roots-list` when it fetched the
+    client's roots (before it returns the result, so the log precedes the response on the
+    wire).  A 2026-07-28 client that did not opt in must not get it ("absent means the server
+    MUST NOT send logs"); one that opted in at `info` must.
+    """
+    logs: EventLog[types.LoggingMessageNotificationParams] = EventLog("logs")
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params)
+
+    label = f"test_eras bridged logging (log_level={log_level})"
+    async with connect(proxied(EVERYTHING_CMD), MODERN, label, log_level=log_level, logging_callback=on_log) as c:
+        result = await c.client.call_tool("get-roots-list", {})
+        if log_level is not None:
+            await logs.wait_for(lambda p: str(p.data).startswith("Roots updated: 1 root(s)"), what="roots log")
+    assert text_of(result.content[0]).startswith("Current MCP Roots (1 total)")
+    messages = [m.data for m in c.inbound("notifications/message")]
+    calls = c.out("tools/call")
+    if log_level is None:
+        assert all("io.modelcontextprotocol/logLevel" not in m.params["_meta"] for m in calls)
+        assert messages == [], f"no logLevel opt-in, yet log messages reached the client: {json.dumps(messages)}"
+    else:
+        assert all(m.params["_meta"]["io.modelcontextprotocol/logLevel"] == log_level for m in calls)
+        # One message, or two if the server's own roots sync (350 ms after `initialized`) raced the call.
+        assert messages
+        assert {m["params"]["data"] for m in messages} == {"Roots updated: 1 root(s) received from client"}
 
 
 # =========================================================================== 2. Python SDK servers
@@ -550,7 +601,17 @@ async def test_py_negotiated_version(py: PyCase) -> None:
 async def test_py_tools(py: PyCase) -> None:
     c = py.conn.client
     tools = {t.name: t for t in (await c.list_tools()).tools}
-    assert set(tools) == {"echo", "add", "greet", "sample_and_roots", "slow", "fail"}
+    assert set(tools) == {
+        "echo",
+        "add",
+        "greet",
+        "sample_and_roots",
+        "slow",
+        "greet_with_progress",
+        "gated_greet",
+        "open_gate",
+        "fail",
+    }
     assert tools["add"].input_schema["required"] == ["a", "b"]
     echo = await c.call_tool("echo", {"text": "hi ✓"})
     assert [text_of(b) for b in echo.content] == ["echo: hi ✓"]
@@ -616,6 +677,60 @@ async def test_py_progress(py: PyCase) -> None:
     assert progress.items == [(float(i), 3.0, f"step {i}") for i in range(1, 4)]
 
 
+async def test_py_progress_after_input_round(py: PyCase) -> None:
+    """Progress sent after the client answered the server's question reaches the progress callback.
+
+    On 2026-07-28 the answer travels in a retry (a new request with its own progressToken);
+    when the proxy bridges the legacy server, the upstream call is the original one, so the
+    proxy must route its progress to the retry's token.
+    """
+    c = py.conn
+    progress: EventLog[tuple[float, float | None, str | None]] = EventLog("progress")
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, total, message))
+
+    mark = c.wire.mark()
+    result = await c.client.call_tool("greet_with_progress", {"steps": 2}, progress_callback=on_progress)
+    assert [text_of(b) for b in result.content] == [f"hello {ELICITED_NAME} after 2 steps"]
+    await progress.wait_for(lambda _: True, count=2, what="progress callbacks")
+    assert progress.items == [(1.0, 2.0, "greeting 1"), (2.0, 2.0, "greeting 2")]
+    final_call = c.out("tools/call", mark)[-1]
+    token = final_call.params["_meta"]["progressToken"]
+    notes = c.inbound("notifications/progress", mark)
+    assert [n.params["progressToken"] for n in notes] == [token, token]
+
+
+async def test_py_concurrent_calls_with_input(py: PyCase) -> None:
+    """The server asks a question for one call while another call is also in flight.
+
+    `gated_greet` elicits only after `open_gate` has started, and `open_gate` returns only
+    after `gated_greet` has finished, so neither can complete unless the question is put to
+    the client and the answer goes back to the call that asked it.  (When the proxy bridges
+    the legacy server, a 2025-11-25 request does not say which call it belongs to, so the
+    proxy may put the question on `open_gate`'s call; what matters is that the answer reaches
+    the upstream request and both calls complete.)
+    """
+    c = py.conn
+    asked = c.elicitation.mark()
+    results: dict[str, Any] = {}
+
+    async def call(name: str) -> None:
+        results[name] = await c.client.call_tool(name, {})
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, "gated_greet")
+            # Wait until the first call is on the wire before sending the second one.
+            await c.wire.wait_for(lambda m: m.direction == "out" and m.method == "tools/call"
+                                  and m.params.get("name") == "gated_greet", what="gated_greet call")
+            tg.start_soon(call, "open_gate")
+    assert [text_of(b) for b in results["gated_greet"].content] == [f"hello {ELICITED_NAME} (gated)"]
+    assert [text_of(b) for b in results["open_gate"].content] == ["gate opened"]
+    (params,) = c.elicitation.items[asked:]
+    assert params.message == "What is your name (gated)?"
+
+
 async def test_py_resource_and_prompt(py: PyCase) -> None:
     c = py.conn.client
     listed = await c.list_resources()
@@ -634,23 +749,25 @@ async def test_py_resource_and_prompt(py: PyCase) -> None:
     assert message.content.text == "Write a formal welcome message for Ada."
 
 
-async def test_py_modern_results_on_the_wire(py: PyCase) -> None:
-    """On 2026-07-28 every result carries resultType; the cacheable ones carry ttlMs/cacheScope."""
-    if py.version != MODERN:
-        pytest.skip("2025-11-25 connection")
+async def test_py_results_match_the_negotiated_era(py: PyCase) -> None:
+    """2026-07-28: every result carries resultType, cacheable ones ttlMs/cacheScope too.
+    2025-11-25: none of these later-revision fields."""
     c = py.conn
     mark = c.wire.mark()
     await c.client.list_tools()
     await c.client.read_resource(dual_server.GREETING_URI)
     await c.client.get_prompt("welcome", {"name": "Ada"})
     await c.client.call_tool("echo", {"text": "x"})
-    for method in ("tools/list", "resources/read"):
+    for method in ("tools/list", "resources/read", "prompts/get", "tools/call"):
         (req,) = c.out(method, mark)
         raw = c.response(req)["result"]
-        assert raw["resultType"] == "complete" and "ttlMs" in raw and "cacheScope" in raw, (method, raw)
-    for method in ("prompts/get", "tools/call"):
-        (req,) = c.out(method, mark)
-        assert c.response(req)["result"]["resultType"] == "complete", method
+        cacheable = method in ("tools/list", "resources/read")
+        if py.version == MODERN:
+            assert raw["resultType"] == "complete", (method, raw)
+            if cacheable:
+                assert isinstance(raw["ttlMs"], int) and raw["cacheScope"] in ("private", "public"), (method, raw)
+        else:
+            assert not {"resultType", "ttlMs", "cacheScope"} & set(raw), (method, raw)
 
 
 async def test_dual_server_modern_pass_through_is_transparent() -> None:

@@ -44,8 +44,10 @@ pub(super) struct Bridged {
     initialize_result: String,
     /// Whether the upstream supports `resources/subscribe`.
     can_subscribe: bool,
-    /// The last log level sent upstream.
-    pub(super) log_level: Option<String>,
+    /// The most verbose log level sent upstream, as an index into [`LOG_LEVELS`].
+    upstream_log_level: Option<usize>,
+    /// The log level each pending request asked for in its envelope, by upstream id.
+    log_levels: HashMap<u64, usize>,
     /// Open input rounds, by the `requestState` the client was given.
     rounds: HashMap<String, InputRound>,
     next_round: u64,
@@ -54,9 +56,10 @@ pub(super) struct Bridged {
 }
 
 impl Bridged {
-    /// Forgets every input round: their upstream requests died with the upstream.
-    pub(super) fn clear_rounds(&mut self) {
+    /// Forgets every input round and log opt-in: their requests died with the upstream.
+    pub(super) fn clear_requests(&mut self) {
         self.rounds.clear();
+        self.log_levels.clear();
     }
 }
 
@@ -92,6 +95,42 @@ struct Listener {
     prompts: bool,
     resources: bool,
     uris: Vec<String>,
+}
+
+/// MCP's log levels (RFC 5424 names), least severe first.
+const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+fn severity(level: &str) -> Option<usize> {
+    LOG_LEVELS.iter().position(|known| *known == level)
+}
+
+impl Bridged {
+    /// Whether a log message may go to the client: on 2026-07-28 only while a request that
+    /// asked for logs at or below its level is pending.
+    pub(super) fn wants_log(&self, params: Option<&str>, pending: &HashMap<u64, Pending>) -> bool {
+        let level = params
+            .and_then(|p| serde_json::from_str::<Value>(p).ok())
+            .and_then(|p| p.get("level").and_then(Value::as_str).and_then(severity));
+        level.is_some_and(|level| {
+            self.log_levels
+                .iter()
+                .any(|(uid, wanted)| *wanted <= level && pending.contains_key(uid))
+        })
+    }
+
+    /// The upstream answered request `uid`.
+    pub(super) fn request_done(&mut self, uid: u64) {
+        self.log_levels.remove(&uid);
+    }
 }
 
 /// Methods whose results may ask the client for input on 2026-07-28.
@@ -227,6 +266,26 @@ impl Session {
             }
             _ => false,
         }
+    }
+
+    /// A bridged request asked for log messages at `level` and above: make the upstream send
+    /// them (the handshake has one level per session, so it gets the most verbose one asked for
+    /// and the proxy filters per request).
+    pub(super) fn opt_in_logs(&mut self, uid: u64, level: &str) {
+        let Some(wanted) = severity(level) else {
+            return;
+        };
+        let Some(bridged) = self.bridged() else {
+            return;
+        };
+        bridged.log_levels.insert(uid, wanted);
+        if bridged.upstream_log_level.is_some_and(|set| set <= wanted) {
+            return;
+        }
+        bridged.upstream_log_level = Some(wanted);
+        let params = serde_json::json!({ "level": level }).to_string();
+        self.handshake.log_level = Some(params.clone());
+        self.send_proxy_request("logging/setLevel", &params);
     }
 
     // ------------------------------------------------------------------ input rounds

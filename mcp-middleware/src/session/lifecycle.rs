@@ -169,7 +169,7 @@ impl Session {
         self.by_client_id.clear();
         self.upstream_requests.clear();
         if let ClientEra::Bridged(bridged) = &mut self.era {
-            bridged.clear_rounds();
+            bridged.clear_requests();
         }
     }
 

@@ -355,15 +355,8 @@ impl Session {
             let old = std::mem::replace(token, Value::from(uid));
             progress_token = Some(old.to_string().into_boxed_str());
         }
-        if bridged
-            && let Some(level) = era::strip_envelope(&mut map)
-            && let Some(bridged) = self.bridged()
-            && bridged.log_level.as_deref() != Some(level.as_str())
-        {
-            bridged.log_level = Some(level.clone());
-            let params = serde_json::json!({ "level": level }).to_string();
-            self.handshake.log_level = Some(params.clone());
-            self.send_proxy_request("logging/setLevel", &params);
+        if bridged && let Some(level) = era::strip_envelope(&mut map) {
+            self.opt_in_logs(uid, &level);
         }
         Some(RewrittenParams {
             params: serde_json::to_string(&map).ok()?,
@@ -519,6 +512,9 @@ impl Session {
                 },
             ) => {
                 self.by_client_id.remove(&client_id);
+                if let Some(bridged) = self.bridged() {
+                    bridged.request_done(uid);
+                }
                 if let Some((init_uid, params)) = self.handshake.initialize_in_flight.take() {
                     if init_uid == uid && outcome.is_ok() {
                         self.handshake.initialize = Some(params);
@@ -606,6 +602,12 @@ impl Session {
                     let token: Value = serde_json::from_str(&client_token).unwrap_or(Value::Null);
                     let new_params = rewrite(token);
                     splice(line, &[(range_in(line, params), new_params.as_str())])
+                }
+                "notifications/message"
+                    if matches!(&self.era, ClientEra::Bridged(bridged)
+                        if !bridged.wants_log(params, &self.pending)) =>
+                {
+                    return;
                 }
                 "notifications/cancelled" => {
                     // The upstream withdrew a request it had sent to the client.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import anyio
 import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -89,6 +90,42 @@ async def slow(steps: int, ctx: Context) -> str:
     for i in range(1, steps + 1):
         await ctx.report_progress(i, steps, f"step {i}")
     return f"done after {steps} steps"
+
+
+@mcp.tool()
+async def greet_with_progress(steps: int, who: Annotated[Name, Resolve(ask_name)], ctx: Context) -> str:
+    """Elicits the user's name, then reports `steps` progress notifications (after the input round)."""
+    for i in range(1, steps + 1):
+        await ctx.report_progress(i, steps, f"greeting {i}")
+    return f"hello {who.name} after {steps} steps"
+
+
+# Two calls in flight at once: `gated_greet` asks for the user's name only once `open_gate` is
+# running, so the server's question arrives while *both* calls are pending.
+_gate = anyio.Event()
+_greeted = anyio.Event()
+
+
+async def ask_name_after_gate() -> Elicit[Name]:
+    with anyio.fail_after(20):
+        await _gate.wait()
+    return Elicit("What is your name (gated)?", Name)
+
+
+@mcp.tool()
+async def gated_greet(who: Annotated[Name, Resolve(ask_name_after_gate)]) -> str:
+    """Waits until `open_gate` runs, then elicits the user's name."""
+    _greeted.set()
+    return f"hello {who.name} (gated)"
+
+
+@mcp.tool()
+async def open_gate() -> str:
+    """Lets `gated_greet` ask its question, then waits until `gated_greet` has finished."""
+    _gate.set()
+    with anyio.fail_after(20):
+        await _greeted.wait()
+    return "gate opened"
 
 
 @mcp.tool()
