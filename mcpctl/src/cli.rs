@@ -126,13 +126,33 @@ fn proxy(args: ProxyArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(
-        Proxy::new(server)
+    runtime.block_on(async {
+        let serve = Proxy::new(server)
             .model(model)
             .options(options)
-            .serve_stdio(),
-    )?;
-    Ok(())
+            .serve_stdio();
+        tokio::select! {
+            served = serve => served.map_err(anyhow::Error::from),
+            signal = terminated() => {
+                // Dropping the proxy kills the upstream child (it is never left orphaned).
+                tracing::info!("{}; stopping", signal?);
+                Ok(())
+            }
+        }
+    })
+}
+
+/// Resolves when the process is asked to stop (SIGTERM, SIGINT, SIGHUP), naming the signal.
+async fn terminated() -> anyhow::Result<&'static str> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    let mut hup = signal(SignalKind::hangup()).context("cannot watch SIGHUP")?;
+    Ok(tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+        _ = hup.recv() => "SIGHUP",
+    })
 }
 
 fn get_proxymodels(output: Output) -> anyhow::Result<()> {

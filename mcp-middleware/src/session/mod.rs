@@ -15,8 +15,14 @@
 //!    client's id back into the response line.
 //!
 //! Requests the upstream sends (sampling, elicitation, roots, ping) travel the mirror path with
-//! ids the proxy allocates toward the client. Protocol-era differences between the two sides are
-//! the [`crate::era`] module's business; when both sides speak the same era nothing is translated.
+//! ids the proxy allocates toward the client.
+//!
+//! Beside this file: `lifecycle` starts a dead upstream again and replays the session to it;
+//! `bridge` translates when a 2026-07-28 client meets a handshake-only upstream. When both sides
+//! speak the same era nothing is translated.
+
+mod bridge;
+mod lifecycle;
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -24,12 +30,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
-use crate::era;
-
 use bridge::ClientEra;
 
-mod bridge;
-mod lifecycle;
+use crate::era;
 use crate::jsonrpc::{self, Message, range_in, splice};
 use crate::transport::Frame;
 use crate::upstream::{StdioServer, UpstreamEvent, UpstreamLink};
