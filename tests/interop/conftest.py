@@ -53,6 +53,23 @@ ENV_MARKER_VALUE = "interop-marker-7f3a9c"
 
 MODES = ("legacy", "auto")
 
+#: The reference server's tools that it registers for every client.
+#: (tools/index.js registerTools).
+BASE_TOOLS = {
+    "echo",
+    "get-annotated-message",
+    "get-env",
+    "get-resource-links",
+    "get-resource-reference",
+    "get-structured-content",
+    "get-sum",
+    "get-tiny-image",
+    "gzip-file-as-resource",
+    "toggle-simulated-logging",
+    "toggle-subscriber-updates",
+    "trigger-long-running-operation",
+}
+
 T = TypeVar("T")
 
 

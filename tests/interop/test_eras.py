@@ -44,6 +44,7 @@ import anyio  # noqa: E402
 import jsonschema  # noqa: E402
 import mcp_types as types  # noqa: E402
 from conftest import (  # noqa: E402
+    BASE_TOOLS,
     LOG_DIR,
     READ_TIMEOUT,
     SERVER_JS,
@@ -85,22 +86,7 @@ ROOT = types.Root(uri="file:///interop/eras", name="Eras Workspace")
 SAMPLED_TEXT = "sampled by the eras test callback"
 ELICITED_NAME = "Grace Hopper"
 
-# The reference server's tools (tools/index.js): always registered ...
-EVERYTHING_BASE_TOOLS = {
-    "echo",
-    "get-annotated-message",
-    "get-env",
-    "get-resource-links",
-    "get-resource-reference",
-    "get-structured-content",
-    "get-sum",
-    "get-tiny-image",
-    "gzip-file-as-resource",
-    "toggle-simulated-logging",
-    "toggle-subscriber-updates",
-    "trigger-long-running-operation",
-}
-# ... and registered after `notifications/initialized` when the client (here: the proxy, from
+# The reference server's tools registered (besides BASE_TOOLS) after `notifications/initialized` when the client (here: the proxy, from
 # the capabilities in the client's envelope) declared roots, elicitation and sampling.
 EVERYTHING_CLIENT_TOOLS = {
     "get-roots-list",
@@ -304,7 +290,7 @@ async def test_bridged_server_discover(bridged: Conn) -> None:
 
 async def test_bridged_tools_listed(bridged: Conn) -> None:
     tools = {t.name: t for t in (await bridged.client.list_tools()).tools}
-    assert set(tools) >= EVERYTHING_BASE_TOOLS | EVERYTHING_CLIENT_TOOLS
+    assert set(tools) >= BASE_TOOLS | EVERYTHING_CLIENT_TOOLS
     assert tools["echo"].input_schema["required"] == ["message"]
     assert tools["get-sum"].input_schema["required"] == ["a", "b"]
 

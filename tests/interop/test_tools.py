@@ -15,25 +15,10 @@ from typing import Any
 import jsonschema
 import mcp_types as types
 import pytest
-from conftest import ENV_MARKER_NAME, ENV_MARKER_VALUE, Interop, text_of, tiny_image_from_source
+from conftest import BASE_TOOLS, ENV_MARKER_NAME, ENV_MARKER_VALUE, Interop, text_of, tiny_image_from_source
 
 pytestmark = pytest.mark.anyio
 
-# Registered unconditionally (tools/index.js registerTools).
-BASE_TOOLS = {
-    "echo",
-    "get-annotated-message",
-    "get-env",
-    "get-resource-links",
-    "get-resource-reference",
-    "get-structured-content",
-    "get-sum",
-    "get-tiny-image",
-    "gzip-file-as-resource",
-    "toggle-simulated-logging",
-    "toggle-subscriber-updates",
-    "trigger-long-running-operation",
-}
 # Registered after `initialized`, gated on the client's capabilities (registerConditionalTools).
 CONDITIONAL_TOOLS = {
     "get-roots-list",  # client has roots
