@@ -235,6 +235,18 @@ fn garbage_from_the_upstream_is_dropped_and_the_answer_still_arrives() {
         "{}",
         client.stderr()
     );
+
+    // An error the upstream could not tie to a request reaches the client as it is.
+    let answered = client.request(json!(2), "null_error", json!({}));
+    assert_eq!(answered["result"], json!({}));
+    let orphan = client
+        .inbox
+        .iter()
+        .find(|m| m.get("error").is_some())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(orphan["id"], Value::Null, "{:?}", client.inbox);
+    assert_eq!(orphan["error"]["message"], "Parse error (scripted)");
 }
 
 #[test]

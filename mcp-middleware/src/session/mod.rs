@@ -479,10 +479,10 @@ impl Session {
                 error,
             } => self.on_upstream_response(line, id, Err(error)),
             Message::Error { id: None, error } => {
-                tracing::warn!(
-                    error = error,
-                    "the upstream reported an error without an id"
-                );
+                // Not tied to a request (a parse error, say): the client sees it as it would
+                // without the proxy.
+                tracing::debug!(error, "the upstream reported an error without an id");
+                self.to_client(line.to_owned());
             }
             Message::Request { id, method, params } => {
                 self.on_upstream_request(line, id, &method, params)
@@ -518,13 +518,7 @@ impl Session {
                 if let Some(bridged) = self.bridged() {
                     bridged.request_done(uid);
                 }
-                if let Some((init_uid, params)) = self.handshake.initialize_in_flight.take() {
-                    if init_uid == uid && outcome.is_ok() {
-                        self.handshake.initialize = Some(params);
-                    } else if init_uid != uid {
-                        self.handshake.initialize_in_flight = Some((init_uid, params));
-                    }
-                }
+                self.note_handshake_answer(uid, &method, outcome);
                 let completed = match (&self.era, outcome) {
                     (ClientEra::Bridged(_), Ok(result)) => era::complete_result(&method, result)
                         .map(|text| (range_in(line, result), text)),
@@ -538,6 +532,28 @@ impl Session {
             }
             (_, Pending::Proxy(purpose)) => self.on_proxy_response(purpose, outcome),
             (_, Pending::Suspended { state, .. }) => self.on_suspended_answer(&state, outcome),
+        }
+    }
+
+    /// Keeps what an answer tells about the session: an accepted `initialize` is replayed after
+    /// a restart; a `server/discover` the client sent itself that the upstream answered for
+    /// 2026-07-28 settles the era, so the proxy need not probe.
+    fn note_handshake_answer(&mut self, uid: u64, method: &str, outcome: Result<&str, &str>) {
+        if self
+            .handshake
+            .initialize_in_flight
+            .as_ref()
+            .is_some_and(|(init_uid, _)| *init_uid == uid)
+            && let Some((_, params)) = self.handshake.initialize_in_flight.take()
+            && outcome.is_ok()
+        {
+            self.handshake.initialize = Some(params);
+        }
+        if method == "server/discover"
+            && matches!(self.era, ClientEra::Unknown)
+            && outcome.is_ok_and(era::discover_offers_stateless)
+        {
+            self.era = ClientEra::Same;
         }
     }
 
