@@ -30,15 +30,6 @@ const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 /// The 2026-07-28 error "Unsupported protocol version".
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
-/// An MCP protocol generation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Era {
-    /// 2025-11-25 and older: `initialize`, then a stateful session.
-    Handshake,
-    /// 2026-07-28: stateless requests that each carry their `_meta` envelope.
-    Stateless,
-}
-
 /// Whether request params carry the 2026-07-28 envelope. A substring test first, so a request
 /// without one costs no parse.
 ///

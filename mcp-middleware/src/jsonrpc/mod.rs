@@ -299,23 +299,23 @@ fn splice_sorted<'a>(
 /// A request line: `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":<params>}`.
 /// `id` and `params` are raw JSON.
 pub fn request(id: &str, method: &str, params: Option<&str>) -> String {
-    let mut out = String::with_capacity(64 + params.map_or(0, str::len));
-    out.push_str(r#"{"jsonrpc":"2.0","id":"#);
-    out.push_str(id);
-    out.push_str(r#","method":"#);
-    push_json_string(&mut out, method);
-    if let Some(params) = params {
-        out.push_str(r#","params":"#);
-        out.push_str(params);
-    }
-    out.push('}');
-    out
+    call(Some(id), method, params)
 }
 
 /// A notification line. `params` is raw JSON.
 pub fn notification(method: &str, params: Option<&str>) -> String {
+    call(None, method, params)
+}
+
+fn call(id: Option<&str>, method: &str, params: Option<&str>) -> String {
     let mut out = String::with_capacity(64 + params.map_or(0, str::len));
-    out.push_str(r#"{"jsonrpc":"2.0","method":"#);
+    out.push_str(r#"{"jsonrpc":"2.0","#);
+    if let Some(id) = id {
+        out.push_str(r#""id":"#);
+        out.push_str(id);
+        out.push(',');
+    }
+    out.push_str(r#""method":"#);
     push_json_string(&mut out, method);
     if let Some(params) = params {
         out.push_str(r#","params":"#);

@@ -118,7 +118,6 @@ enum ProxyRequest {
 #[derive(Debug)]
 struct UpstreamRequest {
     upstream_id: Box<str>,
-    generation: u64,
     progress_token: Option<Box<str>>,
 }
 
@@ -351,13 +350,7 @@ impl Session {
         bridged: bool,
     ) -> Option<RewrittenParams> {
         let mut map: Map<String, Value> = serde_json::from_str(params).ok()?;
-        let mut progress_token = None;
-        if let Some(Value::Object(meta)) = map.get_mut("_meta")
-            && let Some(token) = meta.get_mut("progressToken")
-        {
-            let old = std::mem::replace(token, Value::from(uid));
-            progress_token = Some(old.to_string().into_boxed_str());
-        }
+        let progress_token = swap_progress_token(&mut map, uid);
         if bridged && let Some(level) = era::strip_envelope(&mut map) {
             self.opt_in_logs(uid, &level);
         }
@@ -435,9 +428,6 @@ impl Session {
             tracing::debug!(id = id, "client answered a request that is not pending");
             return;
         };
-        if request.generation != self.generation {
-            return;
-        }
         let out = splice(line, &[(range_in(line, id), &*request.upstream_id)]);
         self.send_upstream(out);
     }
@@ -571,7 +561,9 @@ impl Session {
         let mut new_params = None;
         if let Some(params) = params
             && params.contains("\"progressToken\"")
-            && let Some((token, rewritten)) = swap_progress_token(params, did)
+            && let Ok(mut map) = serde_json::from_str::<Map<String, Value>>(params)
+            && let Some(token) = swap_progress_token(&mut map, did)
+            && let Ok(rewritten) = serde_json::to_string(&map)
         {
             progress_token = Some(token);
             new_params = Some((range_in(line, params), rewritten));
@@ -580,7 +572,6 @@ impl Session {
             did,
             UpstreamRequest {
                 upstream_id: id.into(),
-                generation: self.generation,
                 progress_token,
             },
         );
@@ -634,11 +625,10 @@ impl Session {
                     let Some((request_id, rewrite)) = field_rewriter(params, "requestId") else {
                         return;
                     };
-                    let generation = self.generation;
                     let found = self
                         .upstream_requests
                         .iter()
-                        .find(|(_, r)| r.generation == generation && *r.upstream_id == *request_id)
+                        .find(|(_, r)| *r.upstream_id == *request_id)
                         .map(|(did, _)| *did);
                     let Some(did) = found else { return };
                     self.upstream_requests.remove(&did);
@@ -715,15 +705,15 @@ impl Session {
     }
 }
 
-/// Replaces `params._meta.progressToken` with `token`, returning the old token (raw JSON) and the
-/// new params text. `None` if there is no token.
-fn swap_progress_token(params: &str, token: u64) -> Option<(Box<str>, String)> {
-    let mut map: Map<String, Value> = serde_json::from_str(params).ok()?;
-    let meta = map.get_mut("_meta")?.as_object_mut()?;
-    let old = meta.get_mut("progressToken")?;
+/// Replaces `params._meta.progressToken` with `token` (this hop's own), returning the old token
+/// as raw JSON. `None` if there is no token.
+fn swap_progress_token(params: &mut Map<String, Value>, token: u64) -> Option<Box<str>> {
+    let old = params
+        .get_mut("_meta")?
+        .as_object_mut()?
+        .get_mut("progressToken")?;
     let old = std::mem::replace(old, Value::from(token));
-    let text = serde_json::to_string(&map).ok()?;
-    Some((old.to_string().into_boxed_str(), text))
+    Some(old.to_string().into_boxed_str())
 }
 
 /// Reads `params.<field>` (as raw JSON text) and returns it with a function that writes the
