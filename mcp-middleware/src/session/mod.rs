@@ -32,7 +32,11 @@ use tokio::sync::mpsc;
 
 use bridge::ClientEra;
 
+use std::sync::Arc;
+
+use crate::chain::Chain;
 use crate::era;
+use crate::project::Project;
 use crate::jsonrpc::{self, Message, range_in, splice};
 use crate::transport::Frame;
 use crate::upstream::{StdioServer, UpstreamEvent, UpstreamLink};
@@ -172,6 +176,8 @@ impl Session {
         options: SessionOptions,
         events: mpsc::Sender<Event>,
         to_client: mpsc::UnboundedSender<String>,
+        chain: Arc<Chain>,
+        project: Option<Arc<Project>>,
     ) -> Result<Self, crate::error::UpstreamError> {
         let link = server.spawn(1, options.max_message_bytes, events.clone())?;
         Ok(Self {

@@ -1,0 +1,467 @@
+//! [`Context`]: what a hook knows and can do (SPEC F9).
+//!
+//! A context belongs to one request of one session. Through it a hook reads the session (id,
+//! identity, negotiated protocol version, client info and capabilities), its model's `Config`,
+//! any model's per-session `State`, the project, and the request's cancellation; it can call the
+//! upstream directly ([`Upstream`]) and talk to the client ([`Downstream`]).
+
+use std::any::{Any, TypeId, type_name};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ErrorData, Implementation,
+    InitializeRequestParams, ListToolsResult,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::chain::Chain;
+use crate::jsonrpc;
+use crate::model::HookResult;
+use crate::project::Project;
+
+/// Who is on the other end of a session (SPEC T5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Identity {
+    /// A stdio client: the local user who started the proxy.
+    LocalUser {
+        /// The user name (`$USER`, or `unknown`).
+        name: String,
+    },
+}
+
+impl Identity {
+    /// The local user, from `$USER` (or `$USERNAME`).
+    pub fn local_user() -> Self {
+        let name = std::env::var("USER")
+            .or_else(|_| std::env::var("USERNAME"))
+            .unwrap_or_else(|_| "unknown".to_owned());
+        Identity::LocalUser { name }
+    }
+
+    /// The name the identity goes by, for logs and audit records.
+    pub fn subject(&self) -> &str {
+        match self {
+            Identity::LocalUser { name } => name,
+        }
+    }
+}
+
+/// The raw outcome of a request made through the session loop: the result's JSON text, or the
+/// error.
+pub(crate) type RawOutcome = Result<String, ErrorData>;
+
+/// What chain tasks ask of the session loop, which owns the connections and the id maps.
+#[derive(Debug)]
+pub(crate) enum LoopCall {
+    /// Send a request upstream under `uid`.
+    Upstream {
+        uid: u64,
+        method: String,
+        params: Option<String>,
+        reply: oneshot::Sender<RawOutcome>,
+    },
+    /// A request made with `Upstream` is no longer wanted.
+    CancelUpstream { uid: u64 },
+    /// Ask the client.
+    Client {
+        method: String,
+        params: Option<String>,
+        reply: oneshot::Sender<RawOutcome>,
+    },
+    /// A hooked client request finished.
+    Finished { call: u64, outcome: RawOutcome },
+    /// A client notification came out of the hooks: send it on as the proxy would have.
+    ClientNotification { line: String },
+    /// An upstream request to the client was answered by the hooks.
+    AnswerUpstream {
+        upstream_id: Box<str>,
+        outcome: RawOutcome,
+    },
+}
+
+/// The channels from hooks to the session loop.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionLink {
+    pub(crate) calls: mpsc::UnboundedSender<LoopCall>,
+    pub(crate) to_client: mpsc::UnboundedSender<String>,
+    pub(crate) upstream_ids: Arc<AtomicU64>,
+}
+
+/// What the session learned from the client's `initialize` (or 2026-07-28 envelope).
+#[derive(Debug, Default)]
+pub(crate) struct SessionInfo {
+    pub(crate) initialize: Option<InitializeRequestParams>,
+    pub(crate) protocol_version: Option<String>,
+}
+
+/// Everything a session's hooks share.
+pub(crate) struct SessionScope {
+    pub(crate) id: String,
+    pub(crate) identity: Identity,
+    pub(crate) info: RwLock<SessionInfo>,
+    pub(crate) chain: Arc<Chain>,
+    pub(crate) states: HashMap<TypeId, Mutex<Box<dyn Any + Send>>>,
+    pub(crate) link: SessionLink,
+    pub(crate) project: Option<Arc<Project>>,
+}
+
+impl SessionScope {
+    pub(crate) fn new(
+        id: String,
+        identity: Identity,
+        chain: Arc<Chain>,
+        link: SessionLink,
+        project: Option<Arc<Project>>,
+    ) -> Self {
+        let states = chain
+            .state_types()
+            .iter()
+            .map(|state| ((state.type_id)(), Mutex::new((state.new)())))
+            .collect();
+        Self {
+            id,
+            identity,
+            info: RwLock::new(SessionInfo::default()),
+            chain,
+            states,
+            link,
+            project,
+        }
+    }
+}
+
+/// What a hook knows and can do: the session, config, state, upstream, client, project and the
+/// request's cancellation.
+///
+/// ```
+/// use mcp_middleware::prelude::*;
+///
+/// #[proxy_model]
+/// pub mod counting {
+///     use mcp_middleware::prelude::*;
+///
+///     /// Calls seen in this session.
+///     #[derive(Default)]
+///     pub struct State {
+///         pub calls: u64,
+///     }
+///
+///     pub async fn on_tool_call(
+///         ctx: &Context,
+///         params: CallToolRequestParams,
+///         next: Next<'_, hooks::ToolCall>,
+///     ) -> HookResult<CallToolResult> {
+///         let calls = ctx.state(|state: &mut State| {
+///             state.calls += 1;
+///             state.calls
+///         })?;
+///         tracing::debug!(calls, session = ctx.session_id(), "tool call");
+///         next.run(ctx, params).await
+///     }
+/// }
+/// ```
+#[derive(Clone)]
+pub struct Context {
+    session: Arc<SessionScope>,
+    cancel: CancellationToken,
+    reached_upstream: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("session", &self.session.id)
+            .field("identity", &self.session.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    pub(crate) fn new(session: Arc<SessionScope>, cancel: CancellationToken) -> Self {
+        Self {
+            session,
+            cancel,
+            reached_upstream: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Whether anything of this request was sent upstream (a request answered without it was
+    /// rejected inside the proxy, for observers).
+    pub(crate) fn reached_upstream(&self) -> bool {
+        self.reached_upstream.load(Ordering::Relaxed)
+    }
+
+    /// The session's id: unique within this proxy process.
+    pub fn session_id(&self) -> &str {
+        &self.session.id
+    }
+
+    /// Who the client is.
+    pub fn identity(&self) -> &Identity {
+        &self.session.identity
+    }
+
+    /// The protocol version the client negotiated (or declares per request on 2026-07-28), once
+    /// known.
+    pub fn protocol_version(&self) -> Option<String> {
+        self.read_info(|info| info.protocol_version.clone())
+    }
+
+    /// The client's name and version, from its `initialize`.
+    pub fn client_info(&self) -> Option<Implementation> {
+        self.read_info(|info| info.initialize.as_ref().map(|i| i.client_info.clone()))
+    }
+
+    /// The capabilities the client declared.
+    pub fn client_capabilities(&self) -> Option<ClientCapabilities> {
+        self.read_info(|info| info.initialize.as_ref().map(|i| i.capabilities.clone()))
+    }
+
+    fn read_info<R>(&self, f: impl FnOnce(&SessionInfo) -> R) -> R {
+        match self.session.info.read() {
+            Ok(info) => f(&info),
+            Err(poisoned) => f(&poisoned.into_inner()),
+        }
+    }
+
+    /// The `Config` of a model in the chain, by type (its own: `ctx.config::<Config>()`).
+    pub fn config<C: Any + Send + Sync>(&self) -> HookResult<&C> {
+        self.session
+            .chain
+            .config(TypeId::of::<C>())
+            .and_then(|config| config.downcast_ref::<C>())
+            .ok_or_else(|| {
+                ErrorData::internal_error(
+                    format!(
+                        "no model in this chain has the config type `{}`",
+                        type_name::<C>()
+                    ),
+                    None,
+                )
+            })
+    }
+
+    /// Runs `f` on this session's `State` of a model in the chain, by type: a model's own
+    /// (`ctx.state(|s: &mut State| ..)`) or another's (`|s: &mut gate::State| ..`). The state is
+    /// locked only while `f` runs, so it cannot be held across an `.await`; do not call `state`
+    /// for the same type inside `f`.
+    pub fn state<S: Any + Send, R>(&self, f: impl FnOnce(&mut S) -> R) -> HookResult<R> {
+        let missing = || {
+            ErrorData::internal_error(
+                format!(
+                    "no model in this chain has the state type `{}`",
+                    type_name::<S>()
+                ),
+                None,
+            )
+        };
+        let slot = self
+            .session
+            .states
+            .get(&TypeId::of::<S>())
+            .ok_or_else(missing)?;
+        let mut guard = match slot.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let state = guard.downcast_mut::<S>().ok_or_else(missing)?;
+        Ok(f(state))
+    }
+
+    /// The project the proxy serves, if it was given one.
+    pub fn project(&self) -> Option<&Project> {
+        self.session.project.as_deref()
+    }
+
+    /// Cancelled when the client cancels the request or leaves. The hook's future is dropped
+    /// then too; the token is for work the hook started elsewhere.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// The upstream: call any of its methods directly, outside the chain.
+    pub fn upstream(&self) -> Upstream<'_> {
+        Upstream { ctx: self }
+    }
+
+    /// The client: send it notifications or ask it something.
+    pub fn downstream(&self) -> Downstream<'_> {
+        Downstream { ctx: self }
+    }
+
+    /// Sends a request upstream and waits for the raw result. Dropping the future cancels the
+    /// request upstream.
+    pub(crate) async fn upstream_raw(
+        &self,
+        method: &str,
+        params: Option<String>,
+    ) -> HookResult<String> {
+        let link = &self.session.link;
+        let uid = link.upstream_ids.fetch_add(1, Ordering::Relaxed) + 1;
+        let (reply, answer) = oneshot::channel();
+        self.reached_upstream.store(true, Ordering::Relaxed);
+        link.calls
+            .send(LoopCall::Upstream {
+                uid,
+                method: method.to_owned(),
+                params,
+                reply,
+            })
+            .map_err(|_| session_ended(method))?;
+        let mut in_flight = InFlight {
+            uid,
+            calls: &link.calls,
+            answered: false,
+        };
+        let outcome = answer.await.map_err(|_| session_ended(method))?;
+        in_flight.answered = true;
+        outcome
+    }
+
+    pub(crate) async fn client_raw(
+        &self,
+        method: &str,
+        params: Option<String>,
+    ) -> HookResult<String> {
+        let (reply, answer) = oneshot::channel();
+        self.session
+            .link
+            .calls
+            .send(LoopCall::Client {
+                method: method.to_owned(),
+                params,
+                reply,
+            })
+            .map_err(|_| session_ended(method))?;
+        answer.await.map_err(|_| session_ended(method))?
+    }
+
+    pub(crate) fn scope(&self) -> &SessionScope {
+        &self.session
+    }
+}
+
+fn session_ended(method: &str) -> ErrorData {
+    ErrorData::new(
+        rmcp::model::ErrorCode(jsonrpc::UPSTREAM_UNAVAILABLE as i32),
+        format!("the session ended before `{method}` was answered"),
+        None,
+    )
+}
+
+/// Cancels an upstream request whose answer is no longer awaited.
+struct InFlight<'a> {
+    uid: u64,
+    calls: &'a mpsc::UnboundedSender<LoopCall>,
+    answered: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            let _ = self.calls.send(LoopCall::CancelUpstream { uid: self.uid });
+        }
+    }
+}
+
+pub(crate) fn to_params<P: Serialize>(params: &P) -> HookResult<Option<String>> {
+    let text = serde_json::to_string(params).map_err(|err| {
+        ErrorData::internal_error(format!("request params could not be written: {err}"), None)
+    })?;
+    Ok((text != "null").then_some(text))
+}
+
+pub(crate) fn from_result<R: DeserializeOwned>(method: &str, raw: &str) -> HookResult<R> {
+    serde_json::from_str(raw).map_err(|err| {
+        ErrorData::internal_error(
+            format!("the upstream's `{method}` result does not fit its type: {err}"),
+            None,
+        )
+    })
+}
+
+/// The upstream, as a hook calls it directly (outside the chain: no model sees these calls).
+#[derive(Debug, Clone, Copy)]
+pub struct Upstream<'a> {
+    ctx: &'a Context,
+}
+
+impl Upstream<'_> {
+    /// Sends any request and returns its result.
+    pub async fn request(&self, method: &str, params: Option<Value>) -> HookResult<Value> {
+        let params = match params {
+            Some(params) => to_params(&params)?,
+            None => None,
+        };
+        let raw = self.ctx.upstream_raw(method, params).await?;
+        from_result(method, &raw)
+    }
+
+    /// Calls a tool.
+    pub async fn call_tool(&self, params: CallToolRequestParams) -> HookResult<CallToolResult> {
+        let raw = self
+            .ctx
+            .upstream_raw("tools/call", to_params(&params)?)
+            .await?;
+        from_result("tools/call", &raw)
+    }
+
+    /// Lists the upstream's tools (one page: pass the cursor with [`Upstream::request`] for
+    /// more).
+    pub async fn list_tools(&self) -> HookResult<ListToolsResult> {
+        let raw = self.ctx.upstream_raw("tools/list", None).await?;
+        from_result("tools/list", &raw)
+    }
+}
+
+/// The client, as a hook talks to it.
+#[derive(Debug, Clone, Copy)]
+pub struct Downstream<'a> {
+    ctx: &'a Context,
+}
+
+impl Downstream<'_> {
+    /// Sends the client a notification.
+    pub fn notify(&self, method: &str, params: Option<Value>) -> HookResult<()> {
+        let params = match params {
+            Some(params) => to_params(&params)?,
+            None => None,
+        };
+        self.ctx
+            .session
+            .link
+            .to_client
+            .send(jsonrpc::notification(method, params.as_deref()))
+            .map_err(|_| session_ended(method))
+    }
+
+    /// Tells the client the tool list changed (`notifications/tools/list_changed`).
+    pub fn tools_list_changed(&self) -> HookResult<()> {
+        self.notify("notifications/tools/list_changed", None)
+    }
+
+    /// Sends the client a log message (`notifications/message`).
+    pub fn log(&self, level: &str, logger: &str, data: Value) -> HookResult<()> {
+        self.notify(
+            "notifications/message",
+            Some(serde_json::json!({ "level": level, "logger": logger, "data": data })),
+        )
+    }
+
+    /// Sends the client a request (such as `elicitation/create`) and returns its answer.
+    pub async fn request(&self, method: &str, params: Option<Value>) -> HookResult<Value> {
+        let params = match params {
+            Some(params) => to_params(&params)?,
+            None => None,
+        };
+        let raw = self.ctx.client_raw(method, params).await?;
+        from_result(method, &raw)
+    }
+}
