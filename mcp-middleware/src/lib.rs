@@ -34,6 +34,7 @@
 
 pub mod chain;
 pub mod context;
+mod dispatch;
 pub mod era;
 pub mod error;
 pub mod jsonrpc;

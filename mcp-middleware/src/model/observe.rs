@@ -44,6 +44,24 @@ pub struct Observation {
     pub error: Option<String>,
 }
 
+impl Observation {
+    pub(crate) fn new(
+        method: String,
+        target: Option<String>,
+        outcome: Outcome,
+        duration: Duration,
+        error: Option<String>,
+    ) -> Self {
+        Self {
+            method,
+            target,
+            outcome,
+            duration,
+            error,
+        }
+    }
+}
+
 /// The tool, resource or prompt a request is about: `params.name` for `tools/call` and
 /// `prompts/get`, `params.uri` for resource requests.
 pub(crate) fn target_of(method: &str, params: Option<&str>) -> Option<String> {

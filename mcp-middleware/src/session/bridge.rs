@@ -315,7 +315,7 @@ impl Session {
             .filter(|(_, pending)| match pending {
                 Pending::Client { method, .. } => takes_input_rounds(method),
                 Pending::Suspended { .. } => true,
-                Pending::Proxy(_) => false,
+                Pending::Proxy(_) | Pending::Hook { .. } => false,
             })
             .map(|(uid, _)| *uid)
             .max();

@@ -112,6 +112,7 @@ impl Session {
         for line in queued {
             self.on_client_line(line);
         }
+        self.release_held_calls();
     }
 
     /// The upstream could not be made ready: fail the held requests with `reason`.
@@ -120,6 +121,7 @@ impl Session {
         let queued = self.mark_down(&reason);
         self.era = ClientEra::Unknown;
         self.fail_queued(&queued, &reason);
+        self.fail_held_calls(&reason);
     }
 
     /// Marks the upstream down (dropping its link kills it) and returns the client messages that
@@ -153,21 +155,36 @@ impl Session {
         self.fail_queued(&queued, &reason);
         let mut failed: Vec<(u64, Pending)> = self.pending.drain().collect();
         failed.sort_by_key(|(uid, _)| *uid);
-        for (_, pending) in failed {
+        for (uid, pending) in failed {
             match pending {
-                Pending::Client { id, method, .. } => self.to_client(jsonrpc::error(
-                    Some(&id),
-                    jsonrpc::UPSTREAM_UNAVAILABLE,
-                    &format!(
+                Pending::Client { id, method, .. } => {
+                    let message = format!(
                         "{reason} before answering `{method}`; the next request starts it again"
-                    ),
-                )),
+                    );
+                    self.to_client(jsonrpc::error(
+                        Some(&id),
+                        jsonrpc::UPSTREAM_UNAVAILABLE,
+                        &message,
+                    ));
+                    self.observe_end(uid, crate::model::Outcome::Error, Some(message));
+                }
+                Pending::Hook { method, reply, .. } => {
+                    let _ = reply.send(Err(rmcp::model::ErrorData::new(
+                        rmcp::model::ErrorCode(jsonrpc::UPSTREAM_UNAVAILABLE as i32),
+                        format!(
+                            "{reason} before answering `{method}`; the next request starts it again"
+                        ),
+                        None,
+                    )));
+                }
                 // A suspended call's client learns on its retry that the round is gone.
                 Pending::Proxy(_) | Pending::Suspended { .. } => {}
             }
         }
         self.by_client_id.clear();
-        self.upstream_requests.clear();
+        // Requests a hook sent the client do not depend on the upstream.
+        self.upstream_requests
+            .retain(|_, request| request.hook.is_some());
         if let ClientEra::Bridged(bridged) = &mut self.era {
             bridged.clear_requests();
         }

@@ -22,6 +22,7 @@
 //! speak the same era nothing is translated.
 
 mod bridge;
+mod hooked;
 mod lifecycle;
 
 use std::collections::{BTreeSet, HashMap};
@@ -33,8 +34,15 @@ use tokio::sync::mpsc;
 use bridge::ClientEra;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::oneshot;
+
+use rmcp::model::{ErrorCode, ErrorData};
 
 use crate::chain::Chain;
+use crate::model::{HookId, Outcome};
+use crate::context::{Identity, LoopCall, RawOutcome, SessionLink, SessionScope};
 use crate::era;
 use crate::project::Project;
 use crate::jsonrpc::{self, Message, range_in, splice};
@@ -92,6 +100,13 @@ enum Pending {
         progress_token: Option<Box<str>>,
         deadline: Option<Instant>,
     },
+    /// A request a hook sent (through `next` or `ctx.upstream()`): the answer goes to the hook.
+    Hook {
+        method: Box<str>,
+        progress_token: Option<Box<str>>,
+        deadline: Option<Instant>,
+        reply: oneshot::Sender<RawOutcome>,
+    },
     /// A request the proxy made itself; the answer is consumed here.
     Proxy(ProxyRequest),
     /// A bridged client's call waiting for the client's answers to an input round.
@@ -123,6 +138,9 @@ enum ProxyRequest {
 struct UpstreamRequest {
     upstream_id: Box<str>,
     progress_token: Option<Box<str>>,
+    /// Set when a hook asked the client (`ctx.downstream().request` or `on_server_request`'s
+    /// `next`): the answer goes to the hook, not upstream.
+    hook: Option<oneshot::Sender<RawOutcome>>,
 }
 
 /// What the session must replay to a restarted upstream so it is in the state the client
@@ -160,8 +178,13 @@ pub(crate) struct Session {
     to_client: mpsc::UnboundedSender<String>,
     upstream: UpstreamState,
     generation: u64,
-    next_upstream_id: u64,
+    /// Shared with hook tasks, which number their upstream requests themselves.
+    upstream_ids: Arc<AtomicU64>,
     next_client_id: u64,
+    chain: Arc<Chain>,
+    scope: Arc<SessionScope>,
+    calls: Option<mpsc::UnboundedReceiver<LoopCall>>,
+    hooks: hooked::Hooked,
     pending: HashMap<u64, Pending>,
     by_client_id: HashMap<Box<str>, u64>,
     upstream_requests: HashMap<u64, UpstreamRequest>,
@@ -180,6 +203,19 @@ impl Session {
         project: Option<Arc<Project>>,
     ) -> Result<Self, crate::error::UpstreamError> {
         let link = server.spawn(1, options.max_message_bytes, events.clone())?;
+        let upstream_ids = Arc::new(AtomicU64::new(0));
+        let (calls_tx, calls) = mpsc::unbounded_channel();
+        let scope = Arc::new(SessionScope::new(
+            hooked::new_session_id(),
+            Identity::local_user(),
+            chain.clone(),
+            SessionLink {
+                calls: calls_tx,
+                to_client: to_client.clone(),
+                upstream_ids: upstream_ids.clone(),
+            },
+            project,
+        ));
         Ok(Self {
             server,
             options,
@@ -187,8 +223,12 @@ impl Session {
             to_client,
             upstream: UpstreamState::Up(link),
             generation: 1,
-            next_upstream_id: 0,
+            upstream_ids,
             next_client_id: 0,
+            chain,
+            scope,
+            calls: Some(calls),
+            hooks: hooked::Hooked::default(),
             pending: HashMap::new(),
             by_client_id: HashMap::new(),
             upstream_requests: HashMap::new(),
@@ -201,8 +241,16 @@ impl Session {
     pub(crate) async fn run(mut self, mut inbox: mpsc::Receiver<Event>) {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let Some(mut calls) = self.calls.take() else {
+            return;
+        };
+        self.start_session_hooks();
         loop {
             tokio::select! {
+                // Hooks' calls first: a notification a hook let through is relayed before the
+                // client's next message.
+                biased;
+                Some(call) = calls.recv() => self.on_loop_call(call),
                 event = inbox.recv() => match event {
                     Some(Event::Client(frame)) => self.on_client_frame(frame),
                     Some(Event::Upstream(UpstreamEvent::Line { generation, line })) => {
@@ -221,6 +269,9 @@ impl Session {
             }
         }
         tracing::debug!("client closed; shutting the upstream down");
+        // Hooks can no longer reach the loop: their calls fail at once instead of waiting.
+        drop(calls);
+        self.end_session().await;
         let grace = self.options.shutdown_grace;
         match std::mem::replace(
             &mut self.upstream,
@@ -240,8 +291,7 @@ impl Session {
     }
 
     pub(super) fn next_upstream_id(&mut self) -> u64 {
-        self.next_upstream_id += 1;
-        self.next_upstream_id
+        self.upstream_ids.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     // ---------------------------------------------------------------- client → upstream
@@ -309,6 +359,10 @@ impl Session {
         if bridged && self.answer_for_bridged_client(id, method, params) {
             return;
         }
+        if self.chain.intercepts_request(method) {
+            self.start_hooked_request(id, method, params);
+            return;
+        }
         self.remember_state(method, params);
         let uid = self.next_upstream_id();
         let mut uid_text = itoa::Buffer::new();
@@ -335,6 +389,9 @@ impl Session {
         let out = splice(line, &replacements);
         let client_id: Box<str> = id.into();
         self.by_client_id.insert(client_id.clone(), uid);
+        if self.chain.observed() {
+            self.hooks.observe_start(uid, method, params);
+        }
         self.pending.insert(
             uid,
             Pending::Client {
@@ -345,6 +402,44 @@ impl Session {
             },
         );
         self.send_upstream(out);
+    }
+
+    /// Sends a request a hook made upstream under `uid` (allocated by the hook's task). Goes the
+    /// way a client request goes: state remembered for replay, progress token swapped, a bridged
+    /// client's envelope removed.
+    pub(super) fn forward_hook_request(
+        &mut self,
+        uid: u64,
+        method: &str,
+        params: Option<String>,
+        reply: oneshot::Sender<RawOutcome>,
+    ) {
+        self.remember_state(method, params.as_deref());
+        let bridged = matches!(self.era, ClientEra::Bridged(_));
+        let mut progress_token = None;
+        let mut params = params;
+        if let Some(text) = &params
+            && (bridged || text.contains("\"progressToken\""))
+            && let Some(rewritten) = self.rewrite_request_params(text, uid, bridged)
+        {
+            progress_token = rewritten.progress_token;
+            params = Some(rewritten.params);
+        }
+        if method == "initialize" {
+            self.handshake.initialize_in_flight =
+                Some((uid, params.clone().unwrap_or_else(|| "{}".to_owned())));
+        }
+        let line = jsonrpc::request(itoa::Buffer::new().format(uid), method, params.as_deref());
+        self.pending.insert(
+            uid,
+            Pending::Hook {
+                method: method.into(),
+                progress_token,
+                deadline: self.options.request_timeout.map(|t| Instant::now() + t),
+                reply,
+            },
+        );
+        self.send_upstream(line);
     }
 
     /// Rewrites request params on their way upstream: the progress token becomes the upstream
@@ -367,13 +462,27 @@ impl Session {
     }
 
     fn on_client_notification(&mut self, line: &str, method: &str, params: Option<&str>) {
+        if self.chain.has(HookId::ClientNotification) {
+            self.hook_client_notification(method, params);
+            return;
+        }
+        self.relay_client_notification(line, method, params);
+    }
+
+    /// Sends a client notification upstream, mapping what refers to this hop's ids.
+    pub(super) fn relay_client_notification(
+        &mut self,
+        line: &str,
+        method: &str,
+        params: Option<&str>,
+    ) {
         let out = match method {
             "notifications/cancelled" => {
                 let Some(params) = params else { return };
                 let Some((request_id, rewrite)) = field_rewriter(params, "requestId") else {
                     return;
                 };
-                if self.close_listener(&request_id) {
+                if self.close_listener(&request_id) || self.cancel_hooked(&request_id) {
                     return;
                 }
                 let Some(uid) = self.by_client_id.remove(request_id.as_str()) else {
@@ -381,6 +490,7 @@ impl Session {
                     return;
                 };
                 self.pending.remove(&uid);
+                self.observe_end(uid, Outcome::Cancelled, None);
                 let new_params = rewrite(Value::from(uid));
                 splice(line, &[(range_in(line, params), new_params.as_str())])
             }
@@ -434,6 +544,15 @@ impl Session {
             tracing::debug!(id = id, "client answered a request that is not pending");
             return;
         };
+        if let Some(reply) = request.hook {
+            let outcome = match Message::parse(line) {
+                Ok(Message::Result { result, .. }) => Ok(result.to_owned()),
+                Ok(Message::Error { error, .. }) => Err(crate::dispatch::error_data(error)),
+                _ => Err(ErrorData::internal_error("the client's answer was unreadable", None)),
+            };
+            let _ = reply.send(outcome);
+            return;
+        }
         let out = splice(line, &[(range_in(line, id), &*request.upstream_id)]);
         self.send_upstream(out);
     }
@@ -525,6 +644,22 @@ impl Session {
                     replacements.push((range.clone(), text.as_str()));
                 }
                 self.to_client(splice(line, &replacements));
+                if self.chain.observed() {
+                    let (kind, error) = hooked::outcome_of(&method, outcome);
+                    self.observe_end(uid, kind, error);
+                }
+            }
+            (
+                uid,
+                Pending::Hook {
+                    method, reply, ..
+                },
+            ) => {
+                self.note_handshake_answer(uid, &method, outcome);
+                let _ = reply.send(match outcome {
+                    Ok(result) => Ok(result.to_owned()),
+                    Err(error) => Err(crate::dispatch::error_data(error)),
+                });
             }
             (_, Pending::Proxy(purpose)) => self.on_proxy_response(purpose, outcome),
             (_, Pending::Suspended { state, .. }) => self.on_suspended_answer(&state, outcome),
@@ -541,8 +676,9 @@ impl Session {
             .as_ref()
             .is_some_and(|(init_uid, _)| *init_uid == uid)
             && let Some((_, params)) = self.handshake.initialize_in_flight.take()
-            && outcome.is_ok()
+            && let Ok(result) = outcome
         {
+            self.record_session_info(&params, result);
             self.handshake.initialize = Some(params);
         }
         if method == "server/discover"
@@ -557,6 +693,10 @@ impl Session {
         if matches!(self.era, ClientEra::Bridged(_))
             && self.on_bridged_upstream_request(id, method, params)
         {
+            return;
+        }
+        if self.chain.has(HookId::ServerRequest) {
+            self.hook_server_request(id, method, params);
             return;
         }
         self.next_client_id += 1;
@@ -579,6 +719,7 @@ impl Session {
             UpstreamRequest {
                 upstream_id: id.into(),
                 progress_token,
+                hook: None,
             },
         );
         let mut replacements = vec![(range_in(line, id), did_text)];
@@ -600,11 +741,18 @@ impl Session {
                     let timeout = self.options.request_timeout;
                     let client_token = token.parse::<u64>().ok().and_then(|uid| {
                         match self.pending.get_mut(&uid) {
-                            Some(Pending::Client {
-                                progress_token: Some(client_token),
-                                deadline,
-                                ..
-                            }) => {
+                            Some(
+                                Pending::Client {
+                                    progress_token: Some(client_token),
+                                    deadline,
+                                    ..
+                                }
+                                | Pending::Hook {
+                                    progress_token: Some(client_token),
+                                    deadline,
+                                    ..
+                                },
+                            ) => {
                                 *deadline = timeout.map(|t| Instant::now() + t);
                                 Some(client_token.clone())
                             }
@@ -651,6 +799,10 @@ impl Session {
                     line.to_owned()
                 }
             };
+        if self.chain.has(HookId::ServerNotification) {
+            self.hook_server_notification(out);
+            return;
+        }
         self.to_client(out);
     }
 
@@ -675,6 +827,10 @@ impl Session {
                     deadline: Some(deadline),
                     ..
                 }
+                | Pending::Hook {
+                    deadline: Some(deadline),
+                    ..
+                }
                 | Pending::Suspended {
                     deadline: Some(deadline),
                     ..
@@ -682,20 +838,33 @@ impl Session {
                 _ => None,
             })
             .collect();
+        let waited = self.options.request_timeout.unwrap_or_default();
         for uid in expired {
             match self.pending.remove(&uid) {
                 Some(Pending::Client { id, method, .. }) => {
                     self.by_client_id.remove(&id);
-                    let waited = self.options.request_timeout.unwrap_or_default();
+                    let message = format!(
+                        "upstream `{}` did not answer `{method}` within {} s; the request was cancelled",
+                        self.server,
+                        waited.as_secs()
+                    );
                     self.to_client(jsonrpc::error(
                         Some(&id),
                         jsonrpc::UPSTREAM_TIMEOUT,
-                        &format!(
+                        &message,
+                    ));
+                    self.observe_end(uid, Outcome::Error, Some(message));
+                }
+                Some(Pending::Hook { method, reply, .. }) => {
+                    let _ = reply.send(Err(ErrorData::new(
+                        ErrorCode(jsonrpc::UPSTREAM_TIMEOUT as i32),
+                        format!(
                             "upstream `{}` did not answer `{method}` within {} s; the request was cancelled",
                             self.server,
                             waited.as_secs()
                         ),
-                    ));
+                        None,
+                    )));
                 }
                 // The client never came back for its input round.
                 Some(Pending::Suspended { state, .. }) => self.drop_round(&state),

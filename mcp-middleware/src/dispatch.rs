@@ -1,0 +1,279 @@
+//! Running one message through the chain: the task side of a hooked request, notification or
+//! server request, and the ends of each chain (the upstream, or the client).
+//!
+//! The session loop (`session`) decides *whether* a message needs the chain; everything here
+//! runs in a task of its own, so a hook can await the upstream while the loop goes on relaying.
+//! A typed hook's params are parsed from the client's JSON only here, and its result written
+//! back to JSON only here; a message no hook handles never comes this way.
+
+use std::marker::PhantomData;
+
+use rmcp::model::{ErrorCode, ErrorData};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::chain::Chain;
+use crate::context::{Context, LoopCall, RawOutcome, from_result, to_params};
+use crate::jsonrpc;
+use crate::model::hooks::{self, RequestHook, parse_params};
+use crate::model::{BoxFuture, End, HookId, HookResult, Next, RawNotification, RawRequest};
+
+/// A client request through the chain: `on_request` hooks first, then the typed hooks of its
+/// method, then the upstream. Returns the result's JSON text.
+pub(crate) async fn client_request(
+    chain: &Chain,
+    ctx: &Context,
+    method: String,
+    params: Option<String>,
+) -> RawOutcome {
+    if chain.has(HookId::Request) {
+        let params = match params.as_deref().map(serde_json::from_str::<Value>) {
+            None => None,
+            Some(Ok(params)) => Some(params),
+            Some(Err(err)) => return Err(invalid_params(&method, &err)),
+        };
+        let end = TypedEnd { chain };
+        let next = Next::<hooks::Request>::new(chain.steps(HookId::Request), &end);
+        let result = next.run(ctx, RawRequest { method, params }).await?;
+        return write(&result);
+    }
+    typed(chain, ctx, &method, params).await
+}
+
+/// The typed hooks of `method`, if any model has them, else the upstream.
+async fn typed(chain: &Chain, ctx: &Context, method: &str, params: Option<String>) -> RawOutcome {
+    let Some(hook) = HookId::for_method(method).filter(|hook| chain.has(*hook)) else {
+        return ctx.upstream_raw(method, params).await;
+    };
+    let params = params.as_deref();
+    match hook {
+        HookId::Initialize => run::<hooks::Initialize>(chain, ctx, params).await,
+        HookId::Discover => run::<hooks::Discover>(chain, ctx, params).await,
+        HookId::ToolsList => run::<hooks::ToolsList>(chain, ctx, params).await,
+        HookId::ToolCall => run::<hooks::ToolCall>(chain, ctx, params).await,
+        HookId::ResourcesList => run::<hooks::ResourcesList>(chain, ctx, params).await,
+        HookId::ResourceTemplatesList => {
+            run::<hooks::ResourceTemplatesList>(chain, ctx, params).await
+        }
+        HookId::ResourceRead => run::<hooks::ResourceRead>(chain, ctx, params).await,
+        HookId::ResourceSubscribe => run::<hooks::ResourceSubscribe>(chain, ctx, params).await,
+        HookId::ResourceUnsubscribe => {
+            run::<hooks::ResourceUnsubscribe>(chain, ctx, params).await
+        }
+        HookId::PromptsList => run::<hooks::PromptsList>(chain, ctx, params).await,
+        HookId::PromptGet => run::<hooks::PromptGet>(chain, ctx, params).await,
+        HookId::Completion => run::<hooks::Completion>(chain, ctx, params).await,
+        HookId::SetLevel => run::<hooks::SetLevel>(chain, ctx, params).await,
+        _ => ctx.upstream_raw(method, params.map(str::to_owned)).await,
+    }
+}
+
+async fn run<H>(chain: &Chain, ctx: &Context, params: Option<&str>) -> RawOutcome
+where
+    H: RequestHook,
+    H::Params: Serialize + DeserializeOwned,
+    H::Output: Serialize + DeserializeOwned,
+{
+    let params: H::Params =
+        parse_params(params).map_err(|err| invalid_params(H::METHOD, &err))?;
+    let end = UpstreamEnd::<H>(PhantomData);
+    let output = Next::<H>::new(chain.steps(H::ID), &end)
+        .run(ctx, params)
+        .await?;
+    let mut value = serde_json::to_value(&output).map_err(|err| unwritable(H::METHOD, &err))?;
+    // rmcp's constructors mark results `resultType: complete`, a 2026-07-28 field; a client
+    // that negotiated an older version gets what its server would have sent.
+    if ctx
+        .protocol_version()
+        .is_some_and(|version| version.as_str() < "2026-07-28")
+        && let Value::Object(map) = &mut value
+    {
+        map.remove("resultType");
+    }
+    write(&value)
+}
+
+fn write<T: Serialize>(value: &T) -> RawOutcome {
+    serde_json::to_string(value).map_err(|err| unwritable("result", &err))
+}
+
+fn invalid_params(method: &str, err: &serde_json::Error) -> ErrorData {
+    ErrorData::new(
+        ErrorCode(jsonrpc::INVALID_PARAMS as i32),
+        format!("Invalid params for `{method}`: {err}"),
+        None,
+    )
+}
+
+fn unwritable(what: &str, err: &serde_json::Error) -> ErrorData {
+    ErrorData::internal_error(format!("the proxy could not write the {what}: {err}"), None)
+}
+
+/// The end of a typed chain: the upstream.
+struct UpstreamEnd<H>(PhantomData<fn() -> H>);
+
+impl<H> End<H> for UpstreamEnd<H>
+where
+    H: RequestHook,
+    H::Params: Serialize + DeserializeOwned,
+    H::Output: Serialize + DeserializeOwned,
+{
+    fn run<'a>(
+        &'a self,
+        ctx: &'a Context,
+        params: H::Params,
+    ) -> BoxFuture<'a, HookResult<H::Output>> {
+        Box::pin(async move {
+            let params = to_params(&params)?;
+            let raw = ctx.upstream_raw(H::METHOD, params).await?;
+            from_result(H::METHOD, &raw)
+        })
+    }
+}
+
+/// The end of the `on_request` chain: the method's typed hooks, then the upstream.
+struct TypedEnd<'c> {
+    chain: &'c Chain,
+}
+
+impl End<hooks::Request> for TypedEnd<'_> {
+    fn run<'a>(&'a self, ctx: &'a Context, request: RawRequest) -> BoxFuture<'a, HookResult<Value>> {
+        Box::pin(async move {
+            let params = match &request.params {
+                Some(params) => to_params(params)?,
+                None => None,
+            };
+            let raw = typed(self.chain, ctx, &request.method, params).await?;
+            from_result(&request.method, &raw)
+        })
+    }
+}
+
+/// A client notification through `on_client_notification` hooks; what comes out goes back to
+/// the loop to be relayed.
+pub(crate) async fn client_notification(
+    chain: &Chain,
+    ctx: &Context,
+    notification: RawNotification,
+) -> HookResult<()> {
+    let next = Next::<hooks::ClientNotification>::new(
+        chain.steps(HookId::ClientNotification),
+        &ClientNotificationEnd,
+    );
+    next.run(ctx, notification).await
+}
+
+struct ClientNotificationEnd;
+
+impl End<hooks::ClientNotification> for ClientNotificationEnd {
+    fn run<'a>(
+        &'a self,
+        ctx: &'a Context,
+        notification: RawNotification,
+    ) -> BoxFuture<'a, HookResult<()>> {
+        Box::pin(async move {
+            let line = notification_line(&notification)?;
+            let _ = ctx
+                .scope()
+                .link
+                .calls
+                .send(LoopCall::ClientNotification { line });
+            Ok(())
+        })
+    }
+}
+
+/// An upstream notification (already in the client's terms) through `on_server_notification`
+/// hooks; what comes out goes to the client.
+pub(crate) async fn server_notification(
+    chain: &Chain,
+    ctx: &Context,
+    notification: RawNotification,
+) -> HookResult<()> {
+    let next = Next::<hooks::ServerNotification>::new(
+        chain.steps(HookId::ServerNotification),
+        &ServerNotificationEnd,
+    );
+    next.run(ctx, notification).await
+}
+
+struct ServerNotificationEnd;
+
+impl End<hooks::ServerNotification> for ServerNotificationEnd {
+    fn run<'a>(
+        &'a self,
+        ctx: &'a Context,
+        notification: RawNotification,
+    ) -> BoxFuture<'a, HookResult<()>> {
+        Box::pin(async move {
+            let line = notification_line(&notification)?;
+            let _ = ctx.scope().link.to_client.send(line);
+            Ok(())
+        })
+    }
+}
+
+fn notification_line(notification: &RawNotification) -> HookResult<String> {
+    let params = match &notification.params {
+        Some(params) => to_params(params)?,
+        None => None,
+    };
+    Ok(jsonrpc::notification(
+        &notification.method,
+        params.as_deref(),
+    ))
+}
+
+/// A request from the upstream through `on_server_request` hooks, then to the client.
+pub(crate) async fn server_request(chain: &Chain, ctx: &Context, request: RawRequest) -> RawOutcome {
+    let next =
+        Next::<hooks::ServerRequest>::new(chain.steps(HookId::ServerRequest), &ClientEnd);
+    let value = next.run(ctx, request).await?;
+    write(&value)
+}
+
+struct ClientEnd;
+
+impl End<hooks::ServerRequest> for ClientEnd {
+    fn run<'a>(&'a self, ctx: &'a Context, request: RawRequest) -> BoxFuture<'a, HookResult<Value>> {
+        Box::pin(async move {
+            let params = match &request.params {
+                Some(params) => to_params(params)?,
+                None => None,
+            };
+            let raw = ctx.client_raw(&request.method, params).await?;
+            from_result(&request.method, &raw)
+        })
+    }
+}
+
+/// Runs every layer's `on_session_start` (or `on_session_end`), outermost first; errors are
+/// logged, since there is no request to fail.
+pub(crate) async fn session_hooks(chain: &Chain, ctx: &Context, hook: HookId) {
+    for step in chain.steps(hook) {
+        let outcome = match hook {
+            HookId::SessionStart => step.layer.on_session_start(ctx).await,
+            _ => step.layer.on_session_end(ctx).await,
+        };
+        if let Err(err) = outcome {
+            tracing::warn!(hook = hook.name(), error = %err.message, "a session hook failed");
+        }
+    }
+}
+
+/// Reads an error the upstream or client sent (raw JSON) into [`ErrorData`].
+pub(crate) fn error_data(raw: &str) -> ErrorData {
+    serde_json::from_str(raw).unwrap_or_else(|_| {
+        ErrorData::internal_error(format!("the peer sent an unreadable error: {raw}"), None)
+    })
+}
+
+/// Tells whether a `tools/call` result reports a tool error.
+pub(crate) fn is_tool_error(raw: &str) -> bool {
+    raw.contains("\"isError\"")
+        && serde_json::from_str::<Value>(raw)
+            .ok()
+            .and_then(|v| v.get("isError").and_then(Value::as_bool))
+            .unwrap_or(false)
+}

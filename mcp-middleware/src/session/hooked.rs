@@ -1,0 +1,525 @@
+//! The loop side of the model chain: starting a task for a message that needs hooks, serving
+//! what hook tasks ask of the loop ([`LoopCall`]), cancelling them, and telling observers how
+//! each request ended.
+//!
+//! A client request whose method some model handles is not forwarded here: it becomes a task
+//! running `dispatch::client_request`, and the task's requests come back to the loop as
+//! [`LoopCall::Upstream`], which travel like client requests (ids, progress, restarts, timeouts).
+//! When the task finishes, its answer goes to the client under the client's id. Cancelling the
+//! client's request cancels the task's token and drops its futures; each upstream request the
+//! task still awaited is then cancelled upstream.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
+use rmcp::model::{ErrorCode, ErrorData, InitializeRequestParams};
+use serde_json::{Map, Value};
+use tokio::task::AbortHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::bridge::ClientEra;
+use super::{Pending, Session, UpstreamRequest, UpstreamState};
+use crate::context::{Context, LoopCall, RawOutcome};
+use crate::model::{HookId, Observation, Outcome, RawNotification, RawRequest, target_of};
+use crate::{dispatch, era, jsonrpc};
+
+/// How long `on_session_end` hooks may take once the client has gone.
+const SESSION_END_GRACE: Duration = Duration::from_secs(5);
+
+/// The hooked work of one session.
+#[derive(Default)]
+pub(super) struct Hooked {
+    calls: HashMap<u64, HookedCall>,
+    next_call: u64,
+    /// Hook requests waiting for a restarted upstream to be ready.
+    held: Vec<LoopCall>,
+    /// Unhooked requests being timed for observers, by upstream id.
+    observing: HashMap<u64, Observing>,
+}
+
+impl Hooked {
+    /// Starts timing an unhooked request for observers.
+    pub(super) fn observe_start(&mut self, uid: u64, method: &str, params: Option<&str>) {
+        self.observing.insert(
+            uid,
+            Observing {
+                method: method.to_owned(),
+                target: target_of(method, params),
+                started: Instant::now(),
+            },
+        );
+    }
+}
+
+/// A client request running through the chain.
+struct HookedCall {
+    client_id: Box<str>,
+    method: String,
+    target: Option<String>,
+    started: Instant,
+    ctx: Context,
+    cancel: CancellationToken,
+    task: AbortHandle,
+}
+
+struct Observing {
+    method: String,
+    target: Option<String>,
+    started: Instant,
+}
+
+/// A session id unique in this process: the process id and a counter.
+pub(super) fn new_session_id() -> String {
+    static SESSIONS: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        SESSIONS.fetch_add(1, Ordering::Relaxed) + 1
+    )
+}
+
+/// How an answer reads to an observer: a JSON-RPC error or a tool result with `isError`.
+pub(super) fn outcome_of(method: &str, outcome: Result<&str, &str>) -> (Outcome, Option<String>) {
+    match outcome {
+        Ok(result) if method == "tools/call" && dispatch::is_tool_error(result) => {
+            (Outcome::Error, Some("the tool reported an error".to_owned()))
+        }
+        Ok(_) => (Outcome::Ok, None),
+        Err(error) => (Outcome::Error, Some(dispatch::error_data(error).message.into())),
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message")
+}
+
+fn error_line(id: &str, error: &ErrorData) -> String {
+    match serde_json::to_string(error) {
+        Ok(error) => jsonrpc::error_response(id, &error),
+        Err(_) => jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, &error.message),
+    }
+}
+
+impl Session {
+    fn context(&self, cancel: CancellationToken) -> Context {
+        Context::new(self.scope.clone(), cancel)
+    }
+
+    /// Runs `on_session_start` hooks in a task of their own.
+    pub(super) fn start_session_hooks(&mut self) {
+        if !self.chain.has(HookId::SessionStart) {
+            return;
+        }
+        let chain = self.chain.clone();
+        let ctx = self.context(CancellationToken::new());
+        tokio::spawn(async move {
+            let run = dispatch::session_hooks(&chain, &ctx, HookId::SessionStart);
+            if AssertUnwindSafe(run).catch_unwind().await.is_err() {
+                tracing::warn!("an on_session_start hook panicked");
+            }
+        });
+    }
+
+    /// The client left: cancel what is still running and run `on_session_end` hooks.
+    pub(super) async fn end_session(&mut self) {
+        for (_, call) in self.hooks.calls.drain() {
+            call.cancel.cancel();
+            call.task.abort();
+        }
+        if !self.chain.has(HookId::SessionEnd) {
+            return;
+        }
+        let ctx = self.context(CancellationToken::new());
+        let run = AssertUnwindSafe(dispatch::session_hooks(
+            &self.chain,
+            &ctx,
+            HookId::SessionEnd,
+        ))
+        .catch_unwind();
+        match tokio::time::timeout(SESSION_END_GRACE, run).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => tracing::warn!("an on_session_end hook panicked"),
+            Err(_) => tracing::warn!(
+                "on_session_end hooks took longer than {} s and were stopped",
+                SESSION_END_GRACE.as_secs()
+            ),
+        }
+    }
+
+    /// Keeps what the client's accepted `initialize` says, for [`Context`].
+    pub(super) fn record_session_info(&mut self, params: &str, result: &str) {
+        let initialize = serde_json::from_str::<InitializeRequestParams>(params).ok();
+        let version = serde_json::from_str::<Map<String, Value>>(result)
+            .ok()
+            .and_then(|r| r.get("protocolVersion")?.as_str().map(str::to_owned));
+        let mut info = match self.scope.info.write() {
+            Ok(info) => info,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        info.initialize = initialize;
+        info.protocol_version = version;
+    }
+
+    /// A client request some model handles: run the chain in a task.
+    pub(super) fn start_hooked_request(&mut self, id: &str, method: &str, params: Option<&str>) {
+        self.hooks.next_call += 1;
+        let call = self.hooks.next_call;
+        let cancel = CancellationToken::new();
+        let ctx = self.context(cancel.clone());
+        let chain = self.chain.clone();
+        let calls = self.scope.link.calls.clone();
+        let task_ctx = ctx.clone();
+        let (task_method, task_params) = (method.to_owned(), params.map(str::to_owned));
+        let task = tokio::spawn(async move {
+            let run = dispatch::client_request(&chain, &task_ctx, task_method, task_params);
+            let outcome = match AssertUnwindSafe(run).catch_unwind().await {
+                Ok(outcome) => outcome,
+                Err(panic) => {
+                    let message = panic_message(&*panic);
+                    tracing::error!(panic = message, "a hook panicked");
+                    Err(ErrorData::internal_error(
+                        format!("a proxy model's hook failed (it panicked: {message})"),
+                        None,
+                    ))
+                }
+            };
+            let _ = calls.send(LoopCall::Finished { call, outcome });
+        });
+        self.hooks.calls.insert(
+            call,
+            HookedCall {
+                client_id: id.into(),
+                method: method.to_owned(),
+                target: if self.chain.observed() {
+                    target_of(method, params)
+                } else {
+                    None
+                },
+                started: Instant::now(),
+                ctx,
+                cancel,
+                task: task.abort_handle(),
+            },
+        );
+    }
+
+    /// Cancels the hooked request the client knows as `client_id`, if there is one.
+    pub(super) fn cancel_hooked(&mut self, client_id: &str) -> bool {
+        let found = self
+            .hooks
+            .calls
+            .iter()
+            .find(|(_, call)| *call.client_id == *client_id)
+            .map(|(key, _)| *key);
+        let Some(call) = found.and_then(|key| self.hooks.calls.remove(&key)) else {
+            return false;
+        };
+        call.cancel.cancel();
+        call.task.abort();
+        self.observe(
+            &call.ctx,
+            Observation::new(
+                call.method,
+                call.target,
+                Outcome::Cancelled,
+                call.started.elapsed(),
+                None,
+            ),
+        );
+        true
+    }
+
+    fn finish_hooked(&mut self, call: u64, outcome: RawOutcome) {
+        let Some(call) = self.hooks.calls.remove(&call) else {
+            return;
+        };
+        let (kind, error) = match &outcome {
+            Ok(result) if call.method == "tools/call" && dispatch::is_tool_error(result) => (
+                Outcome::Error,
+                Some("the tool reported an error".to_owned()),
+            ),
+            Ok(_) => (Outcome::Ok, None),
+            Err(error) => (Outcome::Error, Some(error.message.to_string())),
+        };
+        let kind = if kind == Outcome::Error && !call.ctx.reached_upstream() {
+            Outcome::Rejected
+        } else {
+            kind
+        };
+        let line = match outcome {
+            Ok(result) => {
+                let completed = match self.era {
+                    ClientEra::Bridged(_) => era::complete_result(&call.method, &result),
+                    _ => None,
+                };
+                jsonrpc::result(&call.client_id, completed.as_deref().unwrap_or(&result))
+            }
+            Err(error) => error_line(&call.client_id, &error),
+        };
+        self.to_client(line);
+        if self.chain.observed() {
+            self.observe(
+                &call.ctx,
+                Observation::new(call.method, call.target, kind, call.started.elapsed(), error),
+            );
+        }
+    }
+
+    /// An unhooked request ended: tell the observers, if it was being timed.
+    pub(super) fn observe_end(&mut self, uid: u64, outcome: Outcome, error: Option<String>) {
+        let Some(observing) = self.hooks.observing.remove(&uid) else {
+            return;
+        };
+        let ctx = self.context(CancellationToken::new());
+        self.observe(
+            &ctx,
+            Observation::new(
+                observing.method,
+                observing.target,
+                outcome,
+                observing.started.elapsed(),
+                error,
+            ),
+        );
+    }
+
+    fn observe(&self, ctx: &Context, observation: Observation) {
+        for layer in self.chain.layers() {
+            if layer.observers.is_empty() {
+                continue;
+            }
+            let observe = AssertUnwindSafe(|| layer.layer.observe(ctx, &observation));
+            if std::panic::catch_unwind(observe).is_err() {
+                tracing::warn!(model = layer.name, "an observer panicked");
+            }
+        }
+    }
+
+    /// Serves what a hook task asks of the loop.
+    pub(super) fn on_loop_call(&mut self, call: LoopCall) {
+        match call {
+            LoopCall::Upstream {
+                uid,
+                method,
+                params,
+                reply,
+            } => {
+                if matches!(self.upstream, UpstreamState::Starting { .. }) {
+                    self.hooks.held.push(LoopCall::Upstream {
+                        uid,
+                        method,
+                        params,
+                        reply,
+                    });
+                    return;
+                }
+                if !self.ensure_upstream(None, &method) {
+                    let reason = match &self.upstream {
+                        UpstreamState::Down { reason } => reason.clone(),
+                        _ => String::new(),
+                    };
+                    let _ = reply.send(Err(unavailable(&method, &reason)));
+                    return;
+                }
+                if matches!(self.upstream, UpstreamState::Starting { .. }) {
+                    self.hooks.held.push(LoopCall::Upstream {
+                        uid,
+                        method,
+                        params,
+                        reply,
+                    });
+                    return;
+                }
+                self.forward_hook_request(uid, &method, params, reply);
+            }
+            LoopCall::CancelUpstream { uid } => {
+                self.hooks.held.retain(
+                    |held| !matches!(held, LoopCall::Upstream { uid: held, .. } if *held == uid),
+                );
+                if let Some(Pending::Hook { .. }) = self.pending.remove(&uid) {
+                    let params = format!(
+                        r#"{{"requestId":{uid},"reason":"the request was cancelled in the proxy"}}"#
+                    );
+                    self.send_upstream(jsonrpc::notification(
+                        "notifications/cancelled",
+                        Some(&params),
+                    ));
+                }
+            }
+            LoopCall::Client {
+                method,
+                params,
+                reply,
+            } => {
+                self.next_client_id += 1;
+                let did = self.next_client_id;
+                self.upstream_requests.insert(
+                    did,
+                    UpstreamRequest {
+                        upstream_id: "".into(),
+                        progress_token: None,
+                        hook: Some(reply),
+                    },
+                );
+                self.to_client(jsonrpc::request(
+                    itoa::Buffer::new().format(did),
+                    &method,
+                    params.as_deref(),
+                ));
+            }
+            LoopCall::Finished { call, outcome } => self.finish_hooked(call, outcome),
+            LoopCall::ClientNotification { line } => {
+                if let Ok(jsonrpc::Message::Notification { method, params }) =
+                    jsonrpc::Message::parse(&line)
+                {
+                    self.relay_client_notification(&line, &method, params);
+                }
+            }
+            LoopCall::AnswerUpstream {
+                upstream_id,
+                outcome,
+            } => {
+                let line = match outcome {
+                    Ok(result) => jsonrpc::result(&upstream_id, &result),
+                    Err(error) => error_line(&upstream_id, &error),
+                };
+                self.send_upstream(line);
+            }
+        }
+    }
+
+    /// The upstream is ready again: send the hook requests that waited for it.
+    pub(super) fn release_held_calls(&mut self) {
+        for call in std::mem::take(&mut self.hooks.held) {
+            self.on_loop_call(call);
+        }
+    }
+
+    /// The upstream could not be started: fail the hook requests that waited for it.
+    pub(super) fn fail_held_calls(&mut self, reason: &str) {
+        for call in std::mem::take(&mut self.hooks.held) {
+            if let LoopCall::Upstream { method, reply, .. } = call {
+                let _ = reply.send(Err(unavailable(&method, reason)));
+            }
+        }
+    }
+
+    /// A client notification some model hooks.
+    pub(super) fn hook_client_notification(&mut self, method: &str, params: Option<&str>) {
+        let Some(notification) = raw_notification(method, params) else {
+            return;
+        };
+        let chain = self.chain.clone();
+        let ctx = self.context(CancellationToken::new());
+        run_soon(async move {
+            dispatch::client_notification(&chain, &ctx, notification).await
+        });
+    }
+
+    /// An upstream notification (already mapped for the client) some model hooks.
+    pub(super) fn hook_server_notification(&mut self, line: String) {
+        let Ok(jsonrpc::Message::Notification { method, params }) = jsonrpc::Message::parse(&line)
+        else {
+            return;
+        };
+        let Some(notification) = raw_notification(&method, params) else {
+            return;
+        };
+        let chain = self.chain.clone();
+        let ctx = self.context(CancellationToken::new());
+        run_soon(async move {
+            dispatch::server_notification(&chain, &ctx, notification).await
+        });
+    }
+
+    /// A request from the upstream some model hooks.
+    pub(super) fn hook_server_request(&mut self, id: &str, method: &str, params: Option<&str>) {
+        let params = match params.map(serde_json::from_str::<Value>) {
+            None => None,
+            Some(Ok(params)) => Some(params),
+            Some(Err(_)) => {
+                self.send_upstream(jsonrpc::error(
+                    Some(id),
+                    jsonrpc::INVALID_PARAMS,
+                    "Invalid params: not JSON",
+                ));
+                return;
+            }
+        };
+        let request = RawRequest {
+            method: method.to_owned(),
+            params,
+        };
+        let chain = self.chain.clone();
+        let ctx = self.context(CancellationToken::new());
+        let calls = self.scope.link.calls.clone();
+        let upstream_id: Box<str> = id.into();
+        tokio::spawn(async move {
+            let run = dispatch::server_request(&chain, &ctx, request);
+            let outcome = match AssertUnwindSafe(run).catch_unwind().await {
+                Ok(outcome) => outcome,
+                Err(panic) => Err(ErrorData::internal_error(
+                    format!(
+                        "a proxy model's hook failed (it panicked: {})",
+                        panic_message(&*panic)
+                    ),
+                    None,
+                )),
+            };
+            let _ = calls.send(LoopCall::AnswerUpstream {
+                upstream_id,
+                outcome,
+            });
+        });
+    }
+}
+
+fn unavailable(method: &str, reason: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode(jsonrpc::UPSTREAM_UNAVAILABLE as i32),
+        format!("upstream unavailable for `{method}`: {reason}"),
+        None,
+    )
+}
+
+fn raw_notification(method: &str, params: Option<&str>) -> Option<RawNotification> {
+    let params = match params.map(serde_json::from_str::<Value>) {
+        None => None,
+        Some(Ok(params)) => Some(params),
+        Some(Err(err)) => {
+            tracing::debug!(method, %err, "dropped a notification whose params are not JSON");
+            return None;
+        }
+    };
+    Some(RawNotification {
+        method: method.to_owned(),
+        params,
+    })
+}
+
+/// Runs a notification's hooks now if they finish without waiting (so notifications keep their
+/// order), else in a task of their own.
+fn run_soon<F>(run: F)
+where
+    F: Future<Output = crate::model::HookResult<()>> + Send + 'static,
+{
+    let mut run = Box::pin(AssertUnwindSafe(run).catch_unwind());
+    let report = |outcome: Result<crate::model::HookResult<()>, _>| match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => tracing::warn!(error = %err.message, "a notification hook failed"),
+        Err(_) => tracing::warn!("a notification hook panicked"),
+    };
+    match (&mut run).now_or_never() {
+        Some(outcome) => report(outcome),
+        None => {
+            tokio::spawn(async move { report(run.await) });
+        }
+    }
+}
