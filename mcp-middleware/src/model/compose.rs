@@ -203,6 +203,10 @@ pub const fn conflict(
                 chain = chain.push(", ");
             }
             hooks = hooks.push("`").push(HOOK_NAMES[hook]).push("`");
+            if !str_eq(x, a.defined_at) || !str_eq(y, b.defined_at) {
+                // Inherited: say which models the two implementations come from.
+                hooks = hooks.push(" (from `").push(x).push("` and `").push(y).push("`)");
+            }
             chain = chain.push(HOOK_NAMES[hook]);
             count += 1;
         }

@@ -1,0 +1,6 @@
+use mcp_middleware::prelude::*;
+
+#[proxy_model]
+pub fn focused() {}
+
+fn main() {}
