@@ -11,6 +11,10 @@
 //! conflict, F4); their implementations then run only if it calls them itself. `chain = [on_x]`
 //! keeps them all instead.
 //!
+//! **Within one model**, its synthetic tools come first, then its own hook, then its content
+//! transform: a model's hooks never see calls to its own tools nor find them in listings (outer
+//! models do), and its transform applies to what comes from further in.
+//!
 //! **Cost.** A hook no model implements has no steps, and the session forwards such messages as
 //! raw bytes without building a context (see `session`), so it costs nothing.
 
@@ -157,6 +161,41 @@ impl Chain {
     }
 }
 
+/// The models of `model`'s composition, outermost first, each once.
+pub fn layers_of(model: &'static ModelDescriptor) -> Vec<&'static ModelDescriptor> {
+    let mut order = Vec::new();
+    flatten(model, &mut order);
+    order
+}
+
+/// For every hook some model in `model`'s composition handles, the models whose step runs, in
+/// order (synthetic tools and content transforms included, as `name (tools)` and
+/// `name (transform_content)`). What `mcpctl describe proxymodel` shows.
+pub fn hook_plan(model: &'static ModelDescriptor) -> Vec<(HookId, Vec<String>)> {
+    let order = layers_of(model);
+    HookId::ALL
+        .iter()
+        .filter_map(|hook| {
+            let steps = steps_for(model, &order, *hook);
+            if steps.is_empty() {
+                return None;
+            }
+            let names = steps
+                .iter()
+                .map(|step| {
+                    let name = step.model;
+                    match step.kind {
+                        StepKind::Hook => name.to_owned(),
+                        StepKind::Tools(_) => format!("{name} (tools)"),
+                        StepKind::Transform => format!("{name} (transform_content)"),
+                    }
+                })
+                .collect();
+            Some((*hook, names))
+        })
+        .collect()
+}
+
 fn is_empty(value: &Value) -> bool {
     match value {
         Value::Null => true,
@@ -216,21 +255,24 @@ fn steps_for(
     }
     let mut steps = Vec::new();
     for layer in order {
-        if running.contains(&layer.defined_at) {
-            steps.push(Step {
-                layer: layer.layer,
-                kind: StepKind::Hook,
-            });
-        }
         if matches!(hook, HookId::ToolsList | HookId::ToolCall) && !layer.tools.is_empty() {
             steps.push(Step {
                 layer: layer.layer,
+                model: layer.name,
                 kind: StepKind::Tools(layer.tools),
+            });
+        }
+        if running.contains(&layer.defined_at) {
+            steps.push(Step {
+                layer: layer.layer,
+                model: layer.name,
+                kind: StepKind::Hook,
             });
         }
         if transforms && transforming.contains(&layer.defined_at) {
             steps.push(Step {
                 layer: layer.layer,
+                model: layer.name,
                 kind: StepKind::Transform,
             });
         }

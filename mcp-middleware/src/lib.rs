@@ -55,6 +55,7 @@ pub use project::{Project, ProjectPrompt};
 pub use proxy::Proxy;
 /// rmcp's MCP model types, which hooks take and return.
 pub use rmcp::model as types;
+pub use serde_json;
 pub use session::SessionOptions;
 
 /// What a model author needs in scope: `use mcp_middleware::prelude::*;`.

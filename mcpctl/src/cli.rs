@@ -1,13 +1,15 @@
 //! The command line: parsing, logging set-up and the commands themselves.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use mcp_middleware::upstream::StdioServer;
 use mcp_middleware::{Proxy, SessionOptions, registry};
+
+use crate::output::Output;
+use crate::{model_config, models};
 
 /// Run MCP proxy models in front of real MCP servers.
 #[derive(Debug, Parser)]
@@ -35,6 +37,11 @@ enum Command {
         #[command(subcommand)]
         what: GetWhat,
     },
+    /// Show everything about one resource.
+    Describe {
+        #[command(subcommand)]
+        what: DescribeWhat,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -49,6 +56,13 @@ struct ProxyArgs {
     /// The largest message accepted from either side, in bytes.
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
     max_message_bytes: usize,
+    /// Model configuration: a YAML or JSON file mapping model names to their config.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Set one config field, as MODEL.FIELD=VALUE (after --config; repeatable). VALUE is read as
+    /// JSON when it parses, else as a string.
+    #[arg(long = "set", value_name = "MODEL.FIELD=VALUE")]
+    sets: Vec<String>,
     /// The upstream server's command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -65,10 +79,17 @@ enum GetWhat {
     },
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Output {
-    Table,
-    Json,
+#[derive(Debug, Subcommand)]
+enum DescribeWhat {
+    /// A proxy model: its chain, hooks, synthetic tools, observers and config schema.
+    #[command(alias = "proxymodels")]
+    Proxymodel {
+        /// The model's name.
+        name: String,
+        /// Output format.
+        #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
 }
 
 pub(crate) fn init_logging(cli: &Cli) -> anyhow::Result<()> {
@@ -105,12 +126,16 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Proxy(args) => proxy(args),
         Command::Get {
             what: GetWhat::Proxymodels { output },
-        } => get_proxymodels(output),
+        } => models::get(output),
+        Command::Describe {
+            what: DescribeWhat::Proxymodel { name, output },
+        } => models::describe(&name, output),
     }
 }
 
 fn proxy(args: ProxyArgs) -> anyhow::Result<()> {
     let model = registry::find(&args.model)?;
+    let configs = model_config::load(args.config.as_deref(), &args.sets)?;
     let Some((program, rest)) = args.command.split_first() else {
         bail!("no upstream command: give it after `--`, e.g. `mcpctl proxy -- node server.js`");
     };
@@ -119,74 +144,9 @@ fn proxy(args: ProxyArgs) -> anyhow::Result<()> {
     options.request_timeout =
         (args.request_timeout > 0).then(|| Duration::from_secs(args.request_timeout));
     options.max_message_bytes = args.max_message_bytes;
-    // One session per process: a single thread runs the reader, the session loop and the writer,
-    // so a message never waits for another thread to wake (measured: ~2x lower latency than two
-    // worker threads on a 2-core machine).
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(async {
-        let serve = Proxy::new(server)
-            .model(model)
-            .options(options)
-            .serve_stdio();
-        tokio::select! {
-            served = serve => served.map_err(anyhow::Error::from),
-            signal = terminated() => {
-                // Dropping the proxy kills the upstream child (it is never left orphaned).
-                tracing::info!("{}; stopping", signal?);
-                Ok(())
-            }
-        }
-    })
-}
-
-/// Resolves when the process is asked to stop (SIGTERM, SIGINT, SIGHUP), naming the signal.
-async fn terminated() -> anyhow::Result<&'static str> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
-    let mut hup = signal(SignalKind::hangup()).context("cannot watch SIGHUP")?;
-    Ok(tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-        _ = hup.recv() => "SIGHUP",
-    })
-}
-
-fn get_proxymodels(output: Output) -> anyhow::Result<()> {
-    let models = registry::models()?;
-    let mut out = std::io::stdout().lock();
-    match output {
-        Output::Table => {
-            let width = models
-                .iter()
-                .map(|m| m.name.len())
-                .max()
-                .unwrap_or(4)
-                .max(4);
-            writeln!(out, "{:width$}  {:<16}  SUMMARY", "NAME", "EXTENDS")?;
-            for model in models {
-                let parents = if model.parents.is_empty() {
-                    "-".to_owned()
-                } else {
-                    model.parents.join(",")
-                };
-                writeln!(
-                    out,
-                    "{:width$}  {:<16}  {}",
-                    model.name, parents, model.summary
-                )?;
-            }
-        }
-        Output::Json => {
-            let list: Vec<serde_json::Value> = models
-                .iter()
-                .map(|m| serde_json::json!({"name": m.name, "summary": m.summary, "extends": m.parents}))
-                .collect();
-            writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
-        }
+    let mut proxy = Proxy::new(server).model_descriptor(model).options(options);
+    for (name, config) in configs {
+        proxy = proxy.config(name, config);
     }
-    Ok(())
+    Ok(proxy.run_stdio()?)
 }

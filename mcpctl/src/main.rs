@@ -5,6 +5,9 @@
 #![forbid(unsafe_code)]
 
 mod cli;
+mod model_config;
+mod models;
+mod output;
 
 use std::process::ExitCode;
 

@@ -21,7 +21,7 @@ fn get_proxymodels_lists_every_stock_model() {
     );
     let listed: Vec<Value> = serde_json::from_slice(&out.stdout).expect("JSON list");
     let names: Vec<&str> = listed.iter().filter_map(|m| m["name"].as_str()).collect();
-    for model in mcp_middleware_models::all() {
+    for model in &mcp_middleware_models::all() {
         assert!(names.contains(model), "`{model}` is not listed: {names:?}");
     }
     let passthrough = listed

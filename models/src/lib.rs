@@ -1,17 +1,27 @@
-//! The stock proxy models of mcp-middleware (SPEC M1-M7), one module each.
+//! The stock proxy models of mcp-middleware (SPEC M1-M7), one file each, each a `#[proxy_model]`
+//! module re-exported at the crate root (`mcp_middleware_models::passthrough`).
 //!
 //! Linking this crate registers every model in it; [`all`] names them so a binary can refer to
 //! the crate (and keep its registrations) explicitly.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
-pub mod passthrough;
+use mcp_middleware::ProxyModel;
+
+// Each file holds one model module; the file modules are private so the model modules can take
+// the plain names at the root.
+#[path = "passthrough.rs"]
+mod passthrough_file;
+
+pub use passthrough_file::passthrough;
 
 /// The names of the models this crate defines, sorted.
 ///
 /// ```
 /// assert!(mcp_middleware_models::all().contains(&"passthrough"));
 /// ```
-pub fn all() -> &'static [&'static str] {
-    &[passthrough::NAME]
+pub fn all() -> Vec<&'static str> {
+    let mut names = vec![<passthrough::Model as ProxyModel>::DESCRIPTOR.name];
+    names.sort_unstable();
+    names
 }

@@ -1,19 +1,10 @@
-//! `passthrough` (SPEC M1): no hooks; the identity.
-//!
-//! Every message takes the proxy's forwarding path untouched. Useful on its own to put the proxy
-//! in front of a server with nothing changed, and as the baseline that benchmarks compare.
+//! `passthrough` (SPEC M1): the identity model.
 
-use mcp_middleware::__private::inventory;
-use mcp_middleware::registry::ModelInfo;
+use mcp_middleware::proxy_model;
 
-/// The model's name.
-pub const NAME: &str = "passthrough";
-
-inventory::submit! {
-    ModelInfo {
-        name: NAME,
-        summary: "No hooks: every message passes through unchanged.",
-        parents: &[],
-        defined_at: module_path!(),
-    }
-}
+/// Does nothing: every message passes through unchanged.
+///
+/// The proxy still maps JSON-RPC ids and progress tokens per hop, restarts a dead upstream and
+/// bridges protocol eras; nothing else differs from talking to the server directly.
+#[proxy_model]
+pub mod passthrough {}

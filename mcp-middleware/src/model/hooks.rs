@@ -61,7 +61,8 @@
 //! - `on_session_start(ctx) -> HookResult<()>` and `on_session_end(ctx) -> HookResult<()>`: when a
 //!   client connects and after it leaves. Nothing to short-circuit; an error is logged.
 //! - Synthetic tools (`#[tool]` functions, SPEC F6) are not hooks: they are listed and answered at
-//!   the model's place in the chain, after the model's own `on_tools_list` / `on_tool_call`.
+//!   the model's place in the chain, just outside the model's own hooks (which never see them);
+//!   outer models see them like the upstream's tools and may filter them.
 //! - Observers (`#[observer]` functions, SPEC F5) are not in the chain: they see every request's
 //!   [`Observation`](super::Observation) after it is answered and cannot change it. They never
 //!   conflict.

@@ -131,7 +131,7 @@ pub struct ConfigDescriptor {
     /// Its JSON schema.
     pub schema: fn() -> Value,
     /// Reads it from the configured value (`None`: nothing configured, read as `{}`).
-    pub load: fn(Option<&Value>) -> Result<Arc<dyn Any + Send + Sync>, ConfigFieldError>,
+    pub load: fn(Option<&Value>) -> Result<LoadedConfig, ConfigFieldError>,
 }
 
 impl fmt::Debug for ConfigDescriptor {
@@ -162,7 +162,10 @@ fn config_schema<C: schemars::JsonSchema>() -> Value {
         .unwrap_or(Value::Null)
 }
 
-fn load_config<C>(value: Option<&Value>) -> Result<Arc<dyn Any + Send + Sync>, ConfigFieldError>
+/// A model's config once read: the `Config` value, found again by its type.
+pub type LoadedConfig = Arc<dyn Any + Send + Sync>;
+
+fn load_config<C>(value: Option<&Value>) -> Result<LoadedConfig, ConfigFieldError>
 where
     C: DeserializeOwned + Send + Sync + 'static,
 {

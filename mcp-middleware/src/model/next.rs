@@ -13,13 +13,18 @@ use crate::context::Context;
 pub struct Step {
     /// The layer the step belongs to.
     pub layer: &'static dyn Layer,
+    /// Its model's name (layers are zero-sized, so their addresses cannot tell them apart).
+    pub model: &'static str,
     /// What the step does.
     pub kind: StepKind,
 }
 
 impl fmt::Debug for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Step").field("kind", &self.kind).finish()
+        f.debug_struct("Step")
+            .field("model", &self.model)
+            .field("kind", &self.kind)
+            .finish()
     }
 }
 

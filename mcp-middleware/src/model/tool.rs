@@ -1,8 +1,9 @@
 //! Synthetic tools (SPEC F6): tools a model adds that the upstream does not have.
 //!
 //! A `#[tool]` function in a model becomes a [`ToolDescriptor`]. At the model's place in the
-//! chain its tools are appended to `tools/list` (replacing an inner tool of the same name) and
-//! calls to them are answered there, so outer models see and may filter them like any other tool.
+//! chain, just outside its own hooks, its tools are appended to `tools/list` (replacing an inner
+//! tool of the same name) and calls to them are answered there: outer models see and may filter
+//! them like any other tool; the model's own hooks never see them.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -88,6 +89,10 @@ pub fn arguments<T: DeserializeOwned>(tool: &str, arguments: Option<JsonObject>)
 }
 
 /// What a synthetic tool may return: a full [`CallToolResult`], or text.
+#[diagnostic::on_unimplemented(
+    message = "a `#[tool]` cannot return `{Self}`",
+    note = "a `#[tool]` returns `HookResult<T>` where `T` is `CallToolResult`, `String` or `&str`"
+)]
 pub trait ToolOutput {
     /// The tool result.
     fn into_result(self) -> CallToolResult;
