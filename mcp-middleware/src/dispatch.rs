@@ -58,9 +58,7 @@ async fn typed(chain: &Chain, ctx: &Context, method: &str, params: Option<String
         }
         HookId::ResourceRead => run::<hooks::ResourceRead>(chain, ctx, params).await,
         HookId::ResourceSubscribe => run::<hooks::ResourceSubscribe>(chain, ctx, params).await,
-        HookId::ResourceUnsubscribe => {
-            run::<hooks::ResourceUnsubscribe>(chain, ctx, params).await
-        }
+        HookId::ResourceUnsubscribe => run::<hooks::ResourceUnsubscribe>(chain, ctx, params).await,
         HookId::PromptsList => run::<hooks::PromptsList>(chain, ctx, params).await,
         HookId::PromptGet => run::<hooks::PromptGet>(chain, ctx, params).await,
         HookId::Completion => run::<hooks::Completion>(chain, ctx, params).await,
@@ -75,8 +73,7 @@ where
     H::Params: Serialize + DeserializeOwned,
     H::Output: Serialize + DeserializeOwned,
 {
-    let params: H::Params =
-        parse_params(params).map_err(|err| invalid_params(H::METHOD, &err))?;
+    let params: H::Params = parse_params(params).map_err(|err| invalid_params(H::METHOD, &err))?;
     let end = UpstreamEnd::<H>(PhantomData);
     let output = Next::<H>::new(chain.steps(H::ID), &end)
         .run(ctx, params)
@@ -138,7 +135,11 @@ struct TypedEnd<'c> {
 }
 
 impl End<hooks::Request> for TypedEnd<'_> {
-    fn run<'a>(&'a self, ctx: &'a Context, request: RawRequest) -> BoxFuture<'a, HookResult<Value>> {
+    fn run<'a>(
+        &'a self,
+        ctx: &'a Context,
+        request: RawRequest,
+    ) -> BoxFuture<'a, HookResult<Value>> {
         Box::pin(async move {
             let params = match &request.params {
                 Some(params) => to_params(params)?,
@@ -226,9 +227,12 @@ fn notification_line(notification: &RawNotification) -> HookResult<String> {
 }
 
 /// A request from the upstream through `on_server_request` hooks, then to the client.
-pub(crate) async fn server_request(chain: &Chain, ctx: &Context, request: RawRequest) -> RawOutcome {
-    let next =
-        Next::<hooks::ServerRequest>::new(chain.steps(HookId::ServerRequest), &ClientEnd);
+pub(crate) async fn server_request(
+    chain: &Chain,
+    ctx: &Context,
+    request: RawRequest,
+) -> RawOutcome {
+    let next = Next::<hooks::ServerRequest>::new(chain.steps(HookId::ServerRequest), &ClientEnd);
     let value = next.run(ctx, request).await?;
     write(&value)
 }
@@ -236,7 +240,11 @@ pub(crate) async fn server_request(chain: &Chain, ctx: &Context, request: RawReq
 struct ClientEnd;
 
 impl End<hooks::ServerRequest> for ClientEnd {
-    fn run<'a>(&'a self, ctx: &'a Context, request: RawRequest) -> BoxFuture<'a, HookResult<Value>> {
+    fn run<'a>(
+        &'a self,
+        ctx: &'a Context,
+        request: RawRequest,
+    ) -> BoxFuture<'a, HookResult<Value>> {
         Box::pin(async move {
             let params = match &request.params {
                 Some(params) => to_params(params)?,

@@ -63,10 +63,9 @@ pub mod prelude {
     pub use crate::hooks::{self, RawNotification, RawRequest};
     pub use crate::model::{Content, ContentKind, Observation, Outcome, ProxyModel};
     pub use crate::types::{
-        CallToolRequestParams, CallToolResult, ContentBlock, ErrorData,
-        GetPromptRequestParams, GetPromptResult, JsonObject, ListPromptsResult,
-        ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-        ReadResourceResult, Tool,
+        CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, GetPromptRequestParams,
+        GetPromptResult, JsonObject, ListPromptsResult, ListResourcesResult, ListToolsResult,
+        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResult, Tool,
     };
     pub use crate::{Context, HookResult, Next, proxy_model};
     pub use schemars::JsonSchema;
@@ -79,8 +78,8 @@ pub mod __private {
     pub use crate::model::compose::{ConstMessage, conflict, owners};
     pub use crate::model::{
         BoxFuture, ConfigDescriptor, Content, HookId, HookResult, HookSet, Layer, ModelDescriptor,
-        Next, Observation, ProxyModel, Registration, StateDescriptor, ToolDescriptor, ToolOutput, hooks,
-        input_schema, no_arguments, tool_arguments,
+        Next, Observation, ProxyModel, Registration, StateDescriptor, ToolDescriptor, ToolOutput,
+        hooks, input_schema, no_arguments, tool_arguments,
     };
     pub use crate::types::{CallToolResult, JsonObject};
     pub use crate::{Context, hooks::*};

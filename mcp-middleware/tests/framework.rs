@@ -71,7 +71,8 @@ pub mod outer {
         next: Next<'_, hooks::ServerNotification>,
     ) -> HookResult<()> {
         if notification.method == "notifications/message" {
-            notification.params = Some(serde_json::json!({"level": "info", "data": "seen by outer"}));
+            notification.params =
+                Some(serde_json::json!({"level": "info", "data": "seen by outer"}));
         }
         next.run(ctx, notification).await
     }
@@ -238,9 +239,15 @@ async fn synthetic_tools_are_listed_where_their_model_sits_and_answered_there() 
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     for expected in ["t", "add", "greet", "boom", "whoami", "calls_seen"] {
-        assert!(names.contains(&expected), "{expected} missing from {names:?}");
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
     }
-    assert!(!names.contains(&"secret"), "outer filters toolbox's tool: {names:?}");
+    assert!(
+        !names.contains(&"secret"),
+        "outer filters toolbox's tool: {names:?}"
+    );
     let add = listed["result"]["tools"]
         .as_array()
         .unwrap()
@@ -253,12 +260,19 @@ async fn synthetic_tools_are_listed_where_their_model_sits_and_answered_there() 
 
     let sum = client.call_tool("add", json!({"a": 2, "b": 3})).await;
     // Answered by toolbox; the outer layers still wrap the result.
-    assert_eq!(Client::texts(&sum), ["5", "out:middle", "out:outer"], "{sum}");
+    assert_eq!(
+        Client::texts(&sum),
+        ["5", "out:middle", "out:outer"],
+        "{sum}"
+    );
 
     let bad = client.call_tool("add", json!({"a": "two"})).await;
     assert_eq!(bad["error"]["code"], -32602, "{bad}");
     let message = bad["error"]["message"].as_str().unwrap();
-    assert!(message.contains("`add`") && message.contains("a"), "{message}");
+    assert!(
+        message.contains("`add`") && message.contains("a"),
+        "{message}"
+    );
     client.close().await.unwrap();
 }
 
@@ -291,10 +305,8 @@ async fn state_is_fresh_per_session_isolated_between_sessions_and_readable_by_a_
 
 #[tokio::test]
 async fn config_comes_from_the_embedding_code_and_bad_values_stop_the_start() {
-    let mut client = Client::initialized(
-        proxy().config("toolbox", json!({"greeting": "ahoy", "max": 4})),
-    )
-    .await;
+    let mut client =
+        Client::initialized(proxy().config("toolbox", json!({"greeting": "ahoy", "max": 4}))).await;
     let greeting = client.call_tool("greet", json!({})).await;
     assert_eq!(Client::texts(&greeting)[0], "ahoy");
     let capped = client.call_tool("add", json!({"a": 3, "b": 3})).await;
@@ -305,7 +317,11 @@ async fn config_comes_from_the_embedding_code_and_bad_values_stop_the_start() {
         .close()
         .await;
     match refused {
-        Err(ProxyError::Config { model, field, message }) => {
+        Err(ProxyError::Config {
+            model,
+            field,
+            message,
+        }) => {
             assert_eq!(model, "toolbox");
             assert_eq!(field.as_deref(), Some("max"));
             assert!(message.contains("invalid type"), "{message}");
@@ -316,7 +332,10 @@ async fn config_comes_from_the_embedding_code_and_bad_values_stop_the_start() {
         .close()
         .await
         .unwrap_err();
-    assert!(unknown_field.to_string().contains("colour"), "{unknown_field}");
+    assert!(
+        unknown_field.to_string().contains("colour"),
+        "{unknown_field}"
+    );
     let not_in_chain = Client::connect(proxy().config("gate", json!({})))
         .close()
         .await
@@ -340,7 +359,11 @@ async fn a_panicking_hook_fails_only_its_own_request() {
         "{boom}"
     );
     let after = client.call_tool("add", json!({"a": 1, "b": 1})).await;
-    assert_eq!(Client::texts(&after)[0], "2", "the session goes on: {after}");
+    assert_eq!(
+        Client::texts(&after)[0],
+        "2",
+        "the session goes on: {after}"
+    );
     client.close().await.unwrap();
 }
 
@@ -381,7 +404,10 @@ async fn content_transforms_apply_to_tool_results() {
         .call_tool("echo_args", json!({"token": "SECRET-TOKEN"}))
         .await;
     let text = &Client::texts(&answer)[0];
-    assert!(text.contains("[redacted]") && !text.contains("SECRET"), "{text}");
+    assert!(
+        text.contains("[redacted]") && !text.contains("SECRET"),
+        "{text}"
+    );
     client.close().await.unwrap();
 }
 

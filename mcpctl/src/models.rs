@@ -61,7 +61,11 @@ pub(crate) fn describe(name: &str, output: Output) -> anyhow::Result<()> {
     writeln!(out, "Name:        {}", model.name)?;
     writeln!(out, "Summary:     {}", model.summary)?;
     writeln!(out, "Defined in:  {}", model.defined_at)?;
-    writeln!(out, "Extends:     {}", or_dash(model.parent_names().join(", ")))?;
+    writeln!(
+        out,
+        "Extends:     {}",
+        or_dash(model.parent_names().join(", "))
+    )?;
     let layers: Vec<&str> = layers_of(model).iter().map(|l| l.name).collect();
     writeln!(out, "Chain:       {}", layers.join(" -> "))?;
     writeln!(out, "Hooks:")?;
@@ -78,7 +82,12 @@ pub(crate) fn describe(name: &str, output: Output) -> anyhow::Result<()> {
         writeln!(out, "  (none)")?;
     }
     for (owner, tool) in tools {
-        writeln!(out, "  {} (from {owner}): {}", tool.name, first_line(tool.description))?;
+        writeln!(
+            out,
+            "  {} (from {owner}): {}",
+            tool.name,
+            first_line(tool.description)
+        )?;
     }
     let observers: Vec<String> = layers_of(model)
         .iter()
@@ -166,8 +175,7 @@ fn description(model: &'static ModelDescriptor) -> Value {
 fn all_tools(
     model: &'static ModelDescriptor,
 ) -> Vec<(&'static str, &'static mcp_middleware::model::ToolDescriptor)> {
-    let mut tools: Vec<(&'static str, &'static mcp_middleware::model::ToolDescriptor)> =
-        Vec::new();
+    let mut tools: Vec<(&'static str, &'static mcp_middleware::model::ToolDescriptor)> = Vec::new();
     for layer in layers_of(model) {
         for tool in layer.tools {
             if !tools.iter().any(|(_, seen)| seen.name == tool.name) {
@@ -179,7 +187,11 @@ fn all_tools(
 }
 
 fn or_dash(text: String) -> String {
-    if text.is_empty() { "-".to_owned() } else { text }
+    if text.is_empty() {
+        "-".to_owned()
+    } else {
+        text
+    }
 }
 
 fn first_line(text: &str) -> &str {

@@ -7,8 +7,8 @@
 //! the composing model, the hook or tool, both parents and both fixes. This works the same for
 //! parents in the same crate and in other crates.
 
-use super::hooks::{HookId, HookSet};
 use super::ModelDescriptor;
+use super::hooks::{HookId, HookSet};
 
 /// Longest conflict message, in bytes; longer ones are cut.
 const MESSAGE_CAPACITY: usize = 1024;
@@ -205,7 +205,12 @@ pub const fn conflict(
             hooks = hooks.push("`").push(HOOK_NAMES[hook]).push("`");
             if !str_eq(x, a.defined_at) || !str_eq(y, b.defined_at) {
                 // Inherited: say which models the two implementations come from.
-                hooks = hooks.push(" (from `").push(x).push("` and `").push(y).push("`)");
+                hooks = hooks
+                    .push(" (from `")
+                    .push(x)
+                    .push("` and `")
+                    .push(y)
+                    .push("`)");
             }
             chain = chain.push(HOOK_NAMES[hook]);
             count += 1;

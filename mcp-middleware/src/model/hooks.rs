@@ -263,7 +263,10 @@ impl HookSet {
 
     /// The hooks in the set, in catalogue order.
     pub fn iter(self) -> impl Iterator<Item = HookId> {
-        HookId::ALL.iter().copied().filter(move |h| self.contains(*h))
+        HookId::ALL
+            .iter()
+            .copied()
+            .filter(move |h| self.contains(*h))
     }
 
     pub(crate) const fn contains_index(self, index: usize) -> bool {
@@ -403,7 +406,8 @@ macro_rules! special_step {
             StepKind::Transform => Box::pin(async move {
                 let tool = $params.name.to_string();
                 let mut result = $next.run($ctx, $params).await?;
-                super::content::transform_tool_result($step.layer, $ctx, &tool, &mut result).await?;
+                super::content::transform_tool_result($step.layer, $ctx, &tool, &mut result)
+                    .await?;
                 Ok(result)
             }),
         }
@@ -503,4 +507,3 @@ raw_hooks! {
     /// A request from the upstream to the client (hook `on_server_request`).
     ServerRequest(ServerRequest, on_server_request): RawRequest => Value;
 }
-

@@ -32,12 +32,14 @@ use serde_json::Value;
 pub use content::{Content, ContentKind};
 pub use hooks::{BoxFuture, HookId, HookResult, HookSet, RawNotification, RawRequest};
 pub use layer::Layer;
+pub use next::Next;
 #[doc(hidden)]
 pub use next::{End, Step, StepKind};
-pub use next::Next;
-pub use observe::{Observation, Outcome};
 pub(crate) use observe::target_of;
-pub use tool::{ToolDescriptor, ToolOutput, arguments as tool_arguments, input_schema, no_arguments};
+pub use observe::{Observation, Outcome};
+pub use tool::{
+    ToolDescriptor, ToolOutput, arguments as tool_arguments, input_schema, no_arguments,
+};
 
 /// A proxy model: the `Model` type `#[proxy_model]` adds to a module.
 ///
@@ -104,7 +106,10 @@ impl fmt::Debug for ModelDescriptor {
                 &self.parents.iter().map(|p| p.name).collect::<Vec<_>>(),
             )
             .field("hooks", &self.hooks.iter().collect::<Vec<_>>())
-            .field("tools", &self.tools.iter().map(|t| t.name).collect::<Vec<_>>())
+            .field(
+                "tools",
+                &self.tools.iter().map(|t| t.name).collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }

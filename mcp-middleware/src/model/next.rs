@@ -44,8 +44,11 @@ pub enum StepKind {
 #[doc(hidden)]
 pub trait End<H: Hook>: Send + Sync {
     /// Handles what came through every layer.
-    fn run<'a>(&'a self, ctx: &'a Context, params: H::Params)
-    -> BoxFuture<'a, HookResult<H::Output>>;
+    fn run<'a>(
+        &'a self,
+        ctx: &'a Context,
+        params: H::Params,
+    ) -> BoxFuture<'a, HookResult<H::Output>>;
 }
 
 /// The rest of the chain after the current hook: the inner models, then the upstream.

@@ -70,7 +70,6 @@ pub(crate) fn target_of(method: &str, params: Option<&str>) -> Option<String> {
         "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
         _ => return None,
     };
-    let params: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(params?).ok()?;
+    let params: serde_json::Map<String, serde_json::Value> = serde_json::from_str(params?).ok()?;
     params.get(key)?.as_str().map(str::to_owned)
 }

@@ -42,7 +42,9 @@ pub(crate) fn list_into(listed: &mut ListToolsResult, tools: &[ToolDescriptor]) 
     listed
         .tools
         .retain(|tool| !tools.iter().any(|own| own.name == tool.name));
-    listed.tools.extend(tools.iter().map(ToolDescriptor::to_tool));
+    listed
+        .tools
+        .extend(tools.iter().map(ToolDescriptor::to_tool));
 }
 
 /// The JSON schema of a tool's argument type, as an object.

@@ -84,11 +84,15 @@ pub(super) fn new_session_id() -> String {
 /// How an answer reads to an observer: a JSON-RPC error or a tool result with `isError`.
 pub(super) fn outcome_of(method: &str, outcome: Result<&str, &str>) -> (Outcome, Option<String>) {
     match outcome {
-        Ok(result) if method == "tools/call" && dispatch::is_tool_error(result) => {
-            (Outcome::Error, Some("the tool reported an error".to_owned()))
-        }
+        Ok(result) if method == "tools/call" && dispatch::is_tool_error(result) => (
+            Outcome::Error,
+            Some("the tool reported an error".to_owned()),
+        ),
         Ok(_) => (Outcome::Ok, None),
-        Err(error) => (Outcome::Error, Some(dispatch::error_data(error).message.into())),
+        Err(error) => (
+            Outcome::Error,
+            Some(dispatch::error_data(error).message.into()),
+        ),
     }
 }
 
@@ -267,7 +271,13 @@ impl Session {
         if self.chain.observed() {
             self.observe(
                 &call.ctx,
-                Observation::new(call.method, call.target, kind, call.started.elapsed(), error),
+                Observation::new(
+                    call.method,
+                    call.target,
+                    kind,
+                    call.started.elapsed(),
+                    error,
+                ),
             );
         }
     }
@@ -418,9 +428,7 @@ impl Session {
         };
         let chain = self.chain.clone();
         let ctx = self.context(CancellationToken::new());
-        run_soon(async move {
-            dispatch::client_notification(&chain, &ctx, notification).await
-        });
+        run_soon(async move { dispatch::client_notification(&chain, &ctx, notification).await });
     }
 
     /// An upstream notification (already mapped for the client) some model hooks.
@@ -434,9 +442,7 @@ impl Session {
         };
         let chain = self.chain.clone();
         let ctx = self.context(CancellationToken::new());
-        run_soon(async move {
-            dispatch::server_notification(&chain, &ctx, notification).await
-        });
+        run_soon(async move { dispatch::server_notification(&chain, &ctx, notification).await });
     }
 
     /// A request from the upstream some model hooks.

@@ -41,11 +41,11 @@ use tokio::sync::oneshot;
 use rmcp::model::{ErrorCode, ErrorData};
 
 use crate::chain::Chain;
-use crate::model::{HookId, Outcome};
 use crate::context::{Identity, LoopCall, RawOutcome, SessionLink, SessionScope};
 use crate::era;
-use crate::project::Project;
 use crate::jsonrpc::{self, Message, range_in, splice};
+use crate::model::{HookId, Outcome};
+use crate::project::Project;
 use crate::transport::Frame;
 use crate::upstream::{StdioServer, UpstreamEvent, UpstreamLink};
 
@@ -548,7 +548,10 @@ impl Session {
             let outcome = match Message::parse(line) {
                 Ok(Message::Result { result, .. }) => Ok(result.to_owned()),
                 Ok(Message::Error { error, .. }) => Err(crate::dispatch::error_data(error)),
-                _ => Err(ErrorData::internal_error("the client's answer was unreadable", None)),
+                _ => Err(ErrorData::internal_error(
+                    "the client's answer was unreadable",
+                    None,
+                )),
             };
             let _ = reply.send(outcome);
             return;
@@ -649,12 +652,7 @@ impl Session {
                     self.observe_end(uid, kind, error);
                 }
             }
-            (
-                uid,
-                Pending::Hook {
-                    method, reply, ..
-                },
-            ) => {
+            (uid, Pending::Hook { method, reply, .. }) => {
                 self.note_handshake_answer(uid, &method, outcome);
                 let _ = reply.send(match outcome {
                     Ok(result) => Ok(result.to_owned()),

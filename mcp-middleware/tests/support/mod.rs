@@ -9,13 +9,15 @@ use std::time::Duration;
 use mcp_middleware::upstream::StdioServer;
 use mcp_middleware::{Proxy, ProxyError};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf};
+use tokio::io::{
+    AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,
+};
 use tokio::task::JoinHandle;
 
 /// The scripted upstream, as a stdio server.
 pub fn scripted_upstream() -> StdioServer {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/scripted_upstream.py");
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/scripted_upstream.py");
     StdioServer::new("python3").arg(script)
 }
 
@@ -58,7 +60,10 @@ impl Client {
                 }),
             )
             .await;
-        assert!(answer.get("result").is_some(), "initialize failed: {answer}");
+        assert!(
+            answer.get("result").is_some(),
+            "initialize failed: {answer}"
+        );
         client.notify("notifications/initialized", None).await;
         client
     }
