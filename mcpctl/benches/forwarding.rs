@@ -8,9 +8,12 @@
 //! a text content of exactly 1 MiB. Every answer that does not depend on the request is serialized
 //! once at start-up, so the server's own cost is mostly the write.
 //!
-//! The driver opens two connections to it, over the child's stdin and stdout:
+//! The driver opens three connections to it, over the child's stdin and stdout:
 //! - direct: the server itself;
-//! - proxied: `mcpctl proxy --model passthrough -- <this binary>`, which spawns the server.
+//! - proxied: `mcpctl proxy --model passthrough -- <this binary>`, which spawns the server;
+//! - elsewhere: this binary as a proxy (`FORWARDING_BENCH_PROXY=1`, the library's
+//!   `Proxy::run_stdio`) running a model whose only hooks are on methods the bench never sends:
+//!   it shows that a hook no model implements costs nothing (SPEC F3).
 //!
 //! After `initialize` and `notifications/initialized` (and a check that every answer is what it
 //! should be), it measures on each connection:
@@ -60,6 +63,9 @@ use serde_json::{Value, json};
 
 /// Set to `1` in the environment of the bench binary to make it the upstream server.
 const SERVER_ENV: &str = "FORWARDING_BENCH_SERVER";
+/// Set to `1` to make the bench binary a proxy running [`elsewhere`] in front of itself as the
+/// server.
+const PROXY_ENV: &str = "FORWARDING_BENCH_PROXY";
 /// Set to `1` to shrink every count about 10x.
 const QUICK_ENV: &str = "FORWARDING_BENCH_QUICK";
 /// How many tools `tools/list` returns.
@@ -72,7 +78,45 @@ const WINDOW: usize = 16;
 const ECHO_PARAMS: &str =
     r#"{"name":"echo","arguments":{"text":"hello from the forwarding bench"}}"#;
 
+/// A model whose only hooks are on methods the bench never sends (`prompts/get`,
+/// `completion/complete`): its proxy must forward everything else as `passthrough` does, since a
+/// hook no model implements is never visited.
+#[mcp_middleware::proxy_model(name = "bench-elsewhere")]
+mod elsewhere {
+    use mcp_middleware::prelude::*;
+
+    pub(crate) async fn on_prompt_get(
+        ctx: &Context,
+        params: GetPromptRequestParams,
+        next: Next<'_, hooks::PromptGet>,
+    ) -> HookResult<GetPromptResult> {
+        next.run(ctx, params).await
+    }
+
+    pub(crate) async fn on_completion(
+        ctx: &Context,
+        params: mcp_middleware::types::CompleteRequestParams,
+        next: Next<'_, hooks::Completion>,
+    ) -> HookResult<mcp_middleware::types::CompleteResult> {
+        next.run(ctx, params).await
+    }
+}
+
 fn main() {
+    if std::env::var_os(PROXY_ENV).is_some_and(|v| v == "1") {
+        let exe = std::env::current_exe().expect("cannot find the bench binary's own path");
+        let server = mcp_middleware::upstream::StdioServer::new(exe)
+            .env(PROXY_ENV, "0")
+            .env(SERVER_ENV, "1");
+        if let Err(err) = mcp_middleware::Proxy::new(server)
+            .model::<elsewhere::Model>()
+            .run_stdio()
+        {
+            eprintln!("forwarding bench proxy: {err}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if std::env::var_os(SERVER_ENV).is_some_and(|v| v == "1") {
         if let Err(err) = server::run() {
             eprintln!("forwarding bench server: {err}");
@@ -337,14 +381,19 @@ mod driver {
             .args(["proxy", "--model", "passthrough", "--"])
             .arg(&exe);
         let mut proxied = Connection::spawn("proxied", proxy_command)?;
+        let mut elsewhere_command = Command::new(&exe);
+        elsewhere_command.env(super::PROXY_ENV, "1");
+        let mut elsewhere = Connection::spawn("hooked-elsewhere", elsewhere_command)?;
         direct.handshake_and_check()?;
         proxied.handshake_and_check()?;
+        elsewhere.handshake_and_check()?;
 
-        let mut conns = [direct, proxied];
-        let mut rounds: [Vec<Round>; 2] = [Vec::new(), Vec::new()];
+        let mut conns = [direct, proxied, elsewhere];
+        let mut rounds: [Vec<Round>; 3] = [Vec::new(), Vec::new(), Vec::new()];
         for round in 0..counts.rounds {
-            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-            let mut results = [Round::default(), Round::default()];
+            // Rotate who goes first, so drift of the machine hits every connection alike.
+            let order = [round % 3, (round + 1) % 3, (round + 2) % 3];
+            let mut results = [Round::default(), Round::default(), Round::default()];
             for i in order {
                 let (p50, p90, p99) = conns[i].latency(counts)?;
                 results[i].latency_p50_us = p50;
@@ -372,22 +421,25 @@ mod driver {
                 rounds[i].push(result);
             }
             eprintln!(
-                "round {}/{} done: echo p50 {:.1} / {:.1} us, tools/list p50 {:.2} / {:.2} ms (direct / proxied)",
+                "round {}/{} done: echo p50 {:.1} / {:.1} / {:.1} us, tools/list p50 {:.2} / {:.2} / {:.2} ms (direct / proxied / elsewhere)",
                 round + 1,
                 counts.rounds,
                 rounds[0][round].latency_p50_us,
                 rounds[1][round].latency_p50_us,
+                rounds[2][round].latency_p50_us,
                 rounds[0][round].list_p50_ms,
                 rounds[1][round].list_p50_ms,
+                rounds[2][round].list_p50_ms,
             );
         }
-        let [direct, proxied] = conns;
-        direct.close();
-        proxied.close();
+        for conn in conns {
+            conn.close();
+        }
 
         report(
             &rounds[0],
             &rounds[1],
+            &rounds[2],
             client_parse_ms(&list_json, counts.list_iterations),
         );
         println!("total time {:.1} s", started.elapsed().as_secs_f64());
@@ -410,7 +462,7 @@ mod driver {
         percentile(&samples, 0.5)
     }
 
-    fn report(direct: &[Round], proxied: &[Round], client_parse_ms: f64) {
+    fn report(direct: &[Round], proxied: &[Round], elsewhere: &[Round], client_parse_ms: f64) {
         let med = |rounds: &[Round], f: fn(&Round) -> f64| median(rounds.iter().map(f).collect());
         let med_opt = |rounds: &[Round], f: fn(&Round) -> Option<f64>| {
             let values: Option<Vec<f64>> = rounds.iter().map(f).collect();
@@ -420,6 +472,8 @@ mod driver {
             metric: &'static str,
             direct: f64,
             proxied: f64,
+            /// Through a model whose hooks are on other methods.
+            elsewhere: f64,
             /// The difference, proxied less direct, in microseconds.
             to_us: fn(f64, f64) -> f64,
             decimals: usize,
@@ -432,6 +486,7 @@ mod driver {
                 metric: "echo latency p50 (us)",
                 direct: med(direct, |r| r.latency_p50_us),
                 proxied: med(proxied, |r| r.latency_p50_us),
+                elsewhere: med(elsewhere, |r| r.latency_p50_us),
                 to_us: us,
                 decimals: 1,
             },
@@ -439,6 +494,7 @@ mod driver {
                 metric: "echo latency p90 (us)",
                 direct: med(direct, |r| r.latency_p90_us),
                 proxied: med(proxied, |r| r.latency_p90_us),
+                elsewhere: med(elsewhere, |r| r.latency_p90_us),
                 to_us: us,
                 decimals: 1,
             },
@@ -446,6 +502,7 @@ mod driver {
                 metric: "echo latency p99 (us)",
                 direct: med(direct, |r| r.latency_p99_us),
                 proxied: med(proxied, |r| r.latency_p99_us),
+                elsewhere: med(elsewhere, |r| r.latency_p99_us),
                 to_us: us,
                 decimals: 1,
             },
@@ -453,6 +510,7 @@ mod driver {
                 metric: "echo, 16 in flight (calls/s) [1]",
                 direct: med(direct, |r| r.calls_per_s),
                 proxied: med(proxied, |r| r.calls_per_s),
+                elsewhere: med(elsewhere, |r| r.calls_per_s),
                 to_us: per_call,
                 decimals: 0,
             },
@@ -460,6 +518,7 @@ mod driver {
                 metric: "tools/list, 1,000 tools p50 (ms)",
                 direct: med(direct, |r| r.list_p50_ms),
                 proxied: med(proxied, |r| r.list_p50_ms),
+                elsewhere: med(elsewhere, |r| r.list_p50_ms),
                 to_us: ms,
                 decimals: 2,
             },
@@ -467,31 +526,39 @@ mod driver {
                 metric: "blob 1 MiB p50 (ms)",
                 direct: med(direct, |r| r.blob_p50_ms),
                 proxied: med(proxied, |r| r.blob_p50_ms),
+                elsewhere: med(elsewhere, |r| r.blob_p50_ms),
                 to_us: ms,
                 decimals: 2,
             },
         ];
         println!();
         println!(
-            "{:<34} | {:>10} | {:>10} | {:>6} | {:>9}",
-            "metric", "direct", "proxied", "ratio", "+us"
+            "{:<34} | {:>10} | {:>10} | {:>6} | {:>9} | {:>10} | {:>8}",
+            "metric", "direct", "proxied", "ratio", "+us", "elsewhere", "vs prox."
         );
         println!(
-            "{:-<34}-|-{:->10}-|-{:->10}-|-{:->6}-|-{:->9}",
-            "", "", "", "", ""
+            "{:-<34}-|-{:->10}-|-{:->10}-|-{:->6}-|-{:->9}-|-{:->10}-|-{:->8}",
+            "", "", "", "", "", "", ""
         );
         for row in &rows {
             println!(
-                "{:<34} | {:>10.prec$} | {:>10.prec$} | {:>6.2} | {:>9.1}",
+                "{:<34} | {:>10.prec$} | {:>10.prec$} | {:>6.2} | {:>9.1} | {:>10.prec$} | {:>8.2}",
                 row.metric,
                 row.direct,
                 row.proxied,
                 row.proxied / row.direct,
                 (row.to_us)(row.direct, row.proxied),
+                row.elsewhere,
+                row.elsewhere / row.proxied,
                 prec = row.decimals,
             );
         }
         println!("[1] +us: the difference in time per call (1/throughput)");
+        println!(
+            "proxied: `mcpctl proxy --model passthrough`; elsewhere: a model whose only hooks are on \
+             methods never sent here (prompts/get, completion/complete), so it must cost what \
+             passthrough does (`vs prox.` ~1.00)"
+        );
         println!();
         let cpu = |name: &str, proxy: Option<f64>, server: Option<f64>| match (proxy, server) {
             (Some(proxy), Some(server)) => println!(

@@ -54,3 +54,64 @@ fn a_missing_upstream_command_is_a_usage_error() {
     let out = mcpctl(&["proxy"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn describe_proxymodel_shows_the_chain_hooks_tools_and_config_in_every_format() {
+    let out = mcpctl(&["describe", "proxymodel", "passthrough", "-o", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let described: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(described["name"], "passthrough");
+    assert_eq!(described["chain"], serde_json::json!(["passthrough"]));
+    assert_eq!(described["hooks"], serde_json::json!([]));
+    assert_eq!(described["tools"], serde_json::json!([]));
+    assert!(
+        described["summary"]
+            .as_str()
+            .unwrap()
+            .contains("passes through"),
+        "{described}"
+    );
+
+    let yaml = mcpctl(&["describe", "proxymodel", "passthrough", "-o", "yaml"]);
+    let text = String::from_utf8_lossy(&yaml.stdout);
+    assert!(text.contains("name: passthrough"), "{text}");
+
+    let table = mcpctl(&["describe", "proxymodel", "passthrough"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.starts_with("Name:"), "{text}");
+    assert!(text.contains("every message passes through"), "{text}");
+
+    let listed = mcpctl(&["get", "proxymodels", "-o", "yaml"]);
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("- name: passthrough"));
+}
+
+#[test]
+fn describing_an_unknown_model_names_the_known_ones() {
+    let out = mcpctl(&["describe", "proxymodel", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unknown proxy model `nope`"), "{stderr}");
+    assert!(stderr.contains("passthrough"), "{stderr}");
+}
+
+#[test]
+fn config_for_a_model_that_takes_none_stops_the_start() {
+    let out = mcpctl(&["proxy", "--set", "passthrough.pageSize=10", "--", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("proxy model `passthrough`") && stderr.contains("no configuration"),
+        "{stderr}"
+    );
+    let out = mcpctl(&["proxy", "--set", "gate.x=1", "--", "true"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no model `gate`"), "{stderr}");
+    let out = mcpctl(&["proxy", "--set", "nodot", "--", "true"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("MODEL.FIELD=VALUE"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
