@@ -576,6 +576,15 @@ mod driver {
             med_opt(proxied, |r| r.blob_cpu_ms),
             med_opt(direct, |r| r.blob_cpu_ms),
         );
+        match (
+            med_opt(elsewhere, |r| r.list_cpu_ms),
+            med_opt(elsewhere, |r| r.blob_cpu_ms),
+        ) {
+            (Some(list), Some(blob)) => println!(
+                "proxy CPU with the model hooked elsewhere: {list:.2} ms per tools/list, {blob:.2} ms per blob"
+            ),
+            _ => println!("proxy CPU with the model hooked elsewhere: n/a"),
+        }
         println!();
         let verdict = |ok: bool| if ok { "PASS" } else { "MISS" };
         let (d, p) = (rows[0].direct, rows[0].proxied);
