@@ -60,9 +60,10 @@ pub(crate) type RawOutcome = Result<String, ErrorData>;
 /// What chain tasks ask of the session loop, which owns the connections and the id maps.
 #[derive(Debug)]
 pub(crate) enum LoopCall {
-    /// Send a request upstream under `uid`.
+    /// Send a request upstream under `uid`, for the hooked client request `call` (0: none).
     Upstream {
         uid: u64,
+        call: u64,
         method: String,
         params: Option<String>,
         reply: oneshot::Sender<RawOutcome>,
@@ -170,6 +171,8 @@ impl SessionScope {
 #[derive(Clone)]
 pub struct Context {
     session: Arc<SessionScope>,
+    /// The hooked client request this context serves (0: none).
+    call: u64,
     cancel: CancellationToken,
     reached_upstream: Arc<AtomicBool>,
 }
@@ -184,9 +187,10 @@ impl std::fmt::Debug for Context {
 }
 
 impl Context {
-    pub(crate) fn new(session: Arc<SessionScope>, cancel: CancellationToken) -> Self {
+    pub(crate) fn new(session: Arc<SessionScope>, call: u64, cancel: CancellationToken) -> Self {
         Self {
             session,
+            call,
             cancel,
             reached_upstream: Arc::new(AtomicBool::new(false)),
         }
@@ -310,6 +314,7 @@ impl Context {
         link.calls
             .send(LoopCall::Upstream {
                 uid,
+                call: self.call,
                 method: method.to_owned(),
                 params,
                 reply,

@@ -7,6 +7,7 @@
 //! back to JSON only here; a message no hook handles never comes this way.
 
 use std::marker::PhantomData;
+use std::sync::Mutex;
 
 use rmcp::model::{ErrorCode, ErrorData};
 use serde::Serialize;
@@ -18,6 +19,7 @@ use crate::context::{Context, LoopCall, RawOutcome, from_result, to_params};
 use crate::jsonrpc;
 use crate::model::hooks::{self, RequestHook, parse_params};
 use crate::model::{BoxFuture, End, HookId, HookResult, Next, RawNotification, RawRequest};
+use crate::unknown_fields::UnknownFields;
 
 /// A client request through the chain: `on_request` hooks first, then the typed hooks of its
 /// method, then the upstream. Returns the result's JSON text.
@@ -73,12 +75,19 @@ where
     H::Params: Serialize + DeserializeOwned,
     H::Output: Serialize + DeserializeOwned,
 {
-    let params: H::Params = parse_params(params).map_err(|err| invalid_params(H::METHOD, &err))?;
-    let end = UpstreamEnd::<H>(PhantomData);
+    let typed: H::Params = parse_params(params).map_err(|err| invalid_params(H::METHOD, &err))?;
+    let end = UpstreamEnd::<H> {
+        params_lost: params.and_then(|raw| lost_in::<H::Params>(raw, &typed)),
+        result_lost: Mutex::new(None),
+        hook: PhantomData,
+    };
     let output = Next::<H>::new(chain.steps(H::ID), &end)
-        .run(ctx, params)
+        .run(ctx, typed)
         .await?;
     let mut value = serde_json::to_value(&output).map_err(|err| unwritable(H::METHOD, &err))?;
+    if let Some(lost) = end.result_lost.lock().ok().and_then(|mut lost| lost.take()) {
+        lost.restore(&mut value);
+    }
     // rmcp's constructors mark results `resultType: complete`, a 2026-07-28 field; a client
     // that negotiated an older version gets what its server would have sent.
     if ctx
@@ -107,8 +116,21 @@ fn unwritable(what: &str, err: &serde_json::Error) -> ErrorData {
     ErrorData::internal_error(format!("the proxy could not write the {what}: {err}"), None)
 }
 
-/// The end of a typed chain: the upstream.
-struct UpstreamEnd<H>(PhantomData<fn() -> H>);
+/// What reading `raw` into `typed` lost (see [`UnknownFields`]).
+fn lost_in<T: Serialize>(raw: &str, typed: &T) -> Option<UnknownFields> {
+    let raw: Value = serde_json::from_str(raw).ok()?;
+    let typed = serde_json::to_value(typed).ok()?;
+    UnknownFields::lost(&raw, &typed)
+}
+
+/// The end of a typed chain: the upstream. It puts back into the request the members the
+/// client sent that the typed params lost, and keeps what the typed result lost of the
+/// upstream's answer, for [`run`] to put back.
+struct UpstreamEnd<H> {
+    params_lost: Option<UnknownFields>,
+    result_lost: Mutex<Option<UnknownFields>>,
+    hook: PhantomData<fn() -> H>,
+}
 
 impl<H> End<H> for UpstreamEnd<H>
 where
@@ -122,9 +144,22 @@ where
         params: H::Params,
     ) -> BoxFuture<'a, HookResult<H::Output>> {
         Box::pin(async move {
-            let params = to_params(&params)?;
+            let params = match &self.params_lost {
+                None => to_params(&params)?,
+                Some(lost) => {
+                    let mut value = serde_json::to_value(&params)
+                        .map_err(|err| unwritable("request params", &err))?;
+                    lost.restore(&mut value);
+                    to_params(&value)?
+                }
+            };
             let raw = ctx.upstream_raw(H::METHOD, params).await?;
-            from_result(H::METHOD, &raw)
+            let typed: H::Output = from_result(H::METHOD, &raw)?;
+            let lost = lost_in(&raw, &typed);
+            if let Ok(mut slot) = self.result_lost.lock() {
+                *slot = lost;
+            }
+            Ok(typed)
         })
     }
 }

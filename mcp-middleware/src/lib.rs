@@ -44,6 +44,7 @@ pub mod proxy;
 pub mod registry;
 mod session;
 pub mod transport;
+mod unknown_fields;
 pub mod upstream;
 
 pub use context::{Context, Downstream, Identity, Upstream};

@@ -398,6 +398,21 @@ async fn generic_request_and_notification_hooks_see_every_message() {
 }
 
 #[tokio::test]
+async fn request_members_the_typed_params_lack_still_reach_the_upstream() {
+    let mut client = Client::initialized(proxy()).await;
+    let answer = client
+        .request(
+            "tools/call",
+            json!({"name": "echo_params", "arguments": {}, "task": {"ttl": 60000}}),
+        )
+        .await;
+    let params: Value = serde_json::from_str(&Client::texts(&answer)[0]).unwrap();
+    assert_eq!(params["task"], json!({"ttl": 60000}), "{params}");
+    assert_eq!(params["arguments"]["trace"], json!(["outer", "middle"]));
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
 async fn content_transforms_apply_to_tool_results() {
     let mut client = Client::initialized(proxy()).await;
     let answer = client
@@ -473,4 +488,24 @@ async fn cancelling_a_hooked_call_cancels_it_upstream_and_observers_see_it() {
     assert!(has("tools/call hang cancelled"), "{observed:?}");
     assert!(has("tools/call add rejected"), "{observed:?}");
     assert!(has("state - ok"), "every request is observed: {observed:?}");
+}
+
+#[tokio::test]
+async fn a_hooked_call_the_upstream_never_answers_times_out_and_is_cancelled_upstream() {
+    let mut options = mcp_middleware::SessionOptions::default();
+    options.request_timeout = Some(std::time::Duration::from_secs(1));
+    let mut client = Client::initialized(proxy().options(options)).await;
+    let answer = client.call_tool("hang", json!({})).await;
+    assert_eq!(answer["error"]["code"], -32002, "{answer}");
+    assert!(
+        answer["error"]["message"].as_str().unwrap().contains("tools/call"),
+        "{answer}"
+    );
+    let state = client.request("state", json!({})).await;
+    assert_eq!(
+        state["result"]["cancelled"].as_array().map(Vec::len),
+        Some(1),
+        "the upstream was told: {state}"
+    );
+    client.close().await.unwrap();
 }

@@ -60,6 +60,9 @@ struct HookedCall {
     method: String,
     target: Option<String>,
     started: Instant,
+    /// When the request last showed life (its start, or progress from the upstream for it):
+    /// the request timeout counts from here.
+    active: Instant,
     ctx: Context,
     cancel: CancellationToken,
     task: AbortHandle,
@@ -113,7 +116,7 @@ fn error_line(id: &str, error: &ErrorData) -> String {
 
 impl Session {
     fn context(&self, cancel: CancellationToken) -> Context {
-        Context::new(self.scope.clone(), cancel)
+        Context::new(self.scope.clone(), 0, cancel)
     }
 
     /// Runs `on_session_start` hooks in a task of their own.
@@ -176,7 +179,7 @@ impl Session {
         self.hooks.next_call += 1;
         let call = self.hooks.next_call;
         let cancel = CancellationToken::new();
-        let ctx = self.context(cancel.clone());
+        let ctx = Context::new(self.scope.clone(), call, cancel.clone());
         let chain = self.chain.clone();
         let calls = self.scope.link.calls.clone();
         let task_ctx = ctx.clone();
@@ -207,6 +210,7 @@ impl Session {
                     None
                 },
                 started: Instant::now(),
+                active: Instant::now(),
                 ctx,
                 cancel,
                 task: task.abort_handle(),
@@ -238,6 +242,55 @@ impl Session {
             ),
         );
         true
+    }
+
+    /// Progress arrived for hooked request `call`: its timeout starts again.
+    pub(super) fn hooked_alive(&mut self, call: u64) {
+        if let Some(call) = self.hooks.calls.get_mut(&call) {
+            call.active = Instant::now();
+        }
+    }
+
+    /// Answers hooked requests that ran past the request timeout (a hook that never returns),
+    /// and stops them.
+    pub(super) fn expire_hooked(&mut self, now: Instant) {
+        let Some(timeout) = self.options.request_timeout else {
+            return;
+        };
+        let expired: Vec<u64> = self
+            .hooks
+            .calls
+            .iter()
+            .filter(|(_, call)| now.duration_since(call.active) >= timeout)
+            .map(|(key, _)| *key)
+            .collect();
+        for key in expired {
+            let Some(call) = self.hooks.calls.remove(&key) else {
+                continue;
+            };
+            call.cancel.cancel();
+            call.task.abort();
+            let message = format!(
+                "`{}` was not answered within {} s; the request was cancelled",
+                call.method,
+                timeout.as_secs()
+            );
+            self.to_client(jsonrpc::error(
+                Some(&call.client_id),
+                jsonrpc::UPSTREAM_TIMEOUT,
+                &message,
+            ));
+            self.observe(
+                &call.ctx,
+                Observation::new(
+                    call.method,
+                    call.target,
+                    Outcome::Error,
+                    call.started.elapsed(),
+                    Some(message),
+                ),
+            );
+        }
     }
 
     fn finish_hooked(&mut self, call: u64, outcome: RawOutcome) {
@@ -317,6 +370,7 @@ impl Session {
         match call {
             LoopCall::Upstream {
                 uid,
+                call,
                 method,
                 params,
                 reply,
@@ -324,6 +378,7 @@ impl Session {
                 if matches!(self.upstream, UpstreamState::Starting { .. }) {
                     self.hooks.held.push(LoopCall::Upstream {
                         uid,
+                        call,
                         method,
                         params,
                         reply,
@@ -341,13 +396,14 @@ impl Session {
                 if matches!(self.upstream, UpstreamState::Starting { .. }) {
                     self.hooks.held.push(LoopCall::Upstream {
                         uid,
+                        call,
                         method,
                         params,
                         reply,
                     });
                     return;
                 }
-                self.forward_hook_request(uid, &method, params, reply);
+                self.forward_hook_request(uid, call, &method, params, reply);
             }
             LoopCall::CancelUpstream { uid } => {
                 self.hooks.held.retain(

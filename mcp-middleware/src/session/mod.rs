@@ -102,6 +102,8 @@ enum Pending {
     },
     /// A request a hook sent (through `next` or `ctx.upstream()`): the answer goes to the hook.
     Hook {
+        /// The hooked client request it serves (0: none).
+        call: u64,
         method: Box<str>,
         progress_token: Option<Box<str>>,
         deadline: Option<Instant>,
@@ -410,6 +412,7 @@ impl Session {
     pub(super) fn forward_hook_request(
         &mut self,
         uid: u64,
+        call: u64,
         method: &str,
         params: Option<String>,
         reply: oneshot::Sender<RawOutcome>,
@@ -433,6 +436,7 @@ impl Session {
         self.pending.insert(
             uid,
             Pending::Hook {
+                call,
                 method: method.into(),
                 progress_token,
                 deadline: self.options.request_timeout.map(|t| Instant::now() + t),
@@ -729,74 +733,77 @@ impl Session {
     }
 
     fn on_upstream_notification(&mut self, line: &str, method: &str, params: Option<&str>) {
-        let out =
-            match method {
-                "notifications/progress" => {
-                    let Some(params) = params else { return };
-                    let Some((token, rewrite)) = field_rewriter(params, "progressToken") else {
-                        return;
-                    };
-                    let timeout = self.options.request_timeout;
-                    let client_token = token.parse::<u64>().ok().and_then(|uid| {
-                        match self.pending.get_mut(&uid) {
-                            Some(
-                                Pending::Client {
-                                    progress_token: Some(client_token),
-                                    deadline,
-                                    ..
-                                }
-                                | Pending::Hook {
-                                    progress_token: Some(client_token),
-                                    deadline,
-                                    ..
-                                },
-                            ) => {
-                                *deadline = timeout.map(|t| Instant::now() + t);
-                                Some(client_token.clone())
-                            }
-                            _ => None,
-                        }
-                    });
-                    let Some(client_token) = client_token else {
-                        tracing::debug!(%token, "dropped progress for no pending request");
-                        return;
-                    };
-                    let token: Value = serde_json::from_str(&client_token).unwrap_or(Value::Null);
-                    let new_params = rewrite(token);
-                    splice(line, &[(range_in(line, params), new_params.as_str())])
-                }
-                "notifications/message"
-                    if matches!(&self.era, ClientEra::Bridged(bridged)
-                        if !bridged.wants_log(params, &self.pending)) =>
+        let out = match method {
+            "notifications/progress" => {
+                let Some(params) = params else { return };
+                let Some((token, rewrite)) = field_rewriter(params, "progressToken") else {
+                    return;
+                };
+                let timeout = self.options.request_timeout;
+                let uid = token.parse::<u64>().ok();
+                if let Some(Pending::Hook { call, .. }) = uid.and_then(|uid| self.pending.get(&uid))
                 {
+                    let call = *call;
+                    self.hooked_alive(call);
+                }
+                let client_token = uid.and_then(|uid| match self.pending.get_mut(&uid) {
+                    Some(
+                        Pending::Client {
+                            progress_token: Some(client_token),
+                            deadline,
+                            ..
+                        }
+                        | Pending::Hook {
+                            progress_token: Some(client_token),
+                            deadline,
+                            ..
+                        },
+                    ) => {
+                        *deadline = timeout.map(|t| Instant::now() + t);
+                        Some(client_token.clone())
+                    }
+                    _ => None,
+                });
+                let Some(client_token) = client_token else {
+                    tracing::debug!(%token, "dropped progress for no pending request");
+                    return;
+                };
+                let token: Value = serde_json::from_str(&client_token).unwrap_or(Value::Null);
+                let new_params = rewrite(token);
+                splice(line, &[(range_in(line, params), new_params.as_str())])
+            }
+            "notifications/message"
+                if matches!(&self.era, ClientEra::Bridged(bridged)
+                        if !bridged.wants_log(params, &self.pending)) =>
+            {
+                return;
+            }
+            "notifications/cancelled" => {
+                // The upstream withdrew a request it had sent to the client.
+                let Some(params) = params else { return };
+                let Some((request_id, rewrite)) = field_rewriter(params, "requestId") else {
+                    return;
+                };
+                let found = self
+                    .upstream_requests
+                    .iter()
+                    .find(|(_, r)| *r.upstream_id == *request_id)
+                    .map(|(did, _)| *did);
+                let Some(did) = found else { return };
+                self.upstream_requests.remove(&did);
+                let new_params = rewrite(Value::from(did));
+                splice(line, &[(range_in(line, params), new_params.as_str())])
+            }
+            _ => {
+                if let Some(lines) = self.route_to_listeners(method, params) {
+                    for line in lines {
+                        self.to_client(line);
+                    }
                     return;
                 }
-                "notifications/cancelled" => {
-                    // The upstream withdrew a request it had sent to the client.
-                    let Some(params) = params else { return };
-                    let Some((request_id, rewrite)) = field_rewriter(params, "requestId") else {
-                        return;
-                    };
-                    let found = self
-                        .upstream_requests
-                        .iter()
-                        .find(|(_, r)| *r.upstream_id == *request_id)
-                        .map(|(did, _)| *did);
-                    let Some(did) = found else { return };
-                    self.upstream_requests.remove(&did);
-                    let new_params = rewrite(Value::from(did));
-                    splice(line, &[(range_in(line, params), new_params.as_str())])
-                }
-                _ => {
-                    if let Some(lines) = self.route_to_listeners(method, params) {
-                        for line in lines {
-                            self.to_client(line);
-                        }
-                        return;
-                    }
-                    line.to_owned()
-                }
-            };
+                line.to_owned()
+            }
+        };
         if self.chain.has(HookId::ServerNotification) {
             self.hook_server_notification(out);
             return;
@@ -817,6 +824,7 @@ impl Session {
     /// Answers every request whose deadline has passed with a timeout error, and cancels it
     /// upstream.
     fn expire(&mut self, now: Instant) {
+        self.expire_hooked(now);
         let expired: Vec<u64> = self
             .pending
             .iter()
