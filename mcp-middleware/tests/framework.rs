@@ -498,7 +498,10 @@ async fn a_hooked_call_the_upstream_never_answers_times_out_and_is_cancelled_ups
     let answer = client.call_tool("hang", json!({})).await;
     assert_eq!(answer["error"]["code"], -32002, "{answer}");
     assert!(
-        answer["error"]["message"].as_str().unwrap().contains("tools/call"),
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tools/call"),
         "{answer}"
     );
     let state = client.request("state", json!({})).await;
