@@ -106,6 +106,19 @@ pub mod middle {
         pub calls: u64,
     }
 
+    /// Answers the upstream's `custom/question` itself when it asks the proxy.
+    pub async fn on_server_request(
+        ctx: &Context,
+        request: RawRequest,
+        next: Next<'_, hooks::ServerRequest>,
+    ) -> HookResult<serde_json::Value> {
+        let asks_proxy = request.params.as_ref().is_some_and(|p| p["q"] == "proxy?");
+        if request.method == "custom/question" && asks_proxy {
+            return Ok(serde_json::json!({"from": "middle"}));
+        }
+        next.run(ctx, request).await
+    }
+
     pub async fn on_tool_call(
         ctx: &Context,
         mut params: CallToolRequestParams,
@@ -181,6 +194,20 @@ pub mod toolbox {
     #[tool]
     pub async fn boom(_ctx: &Context) -> HookResult<String> {
         panic!("boom went the hook")
+    }
+
+    /// Asks the upstream directly (outside the chain) and tells the client its tools changed.
+    #[tool]
+    pub async fn direct(ctx: &Context) -> HookResult<String> {
+        let echoed = ctx
+            .upstream()
+            .request("custom/echo", Some(serde_json::json!({"from": "toolbox"})))
+            .await?;
+        ctx.downstream().tools_list_changed()?;
+        Ok(echoed["echo"]["from"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned())
     }
 
     /// The session's id and whether `on_session_start` ran.
@@ -409,6 +436,52 @@ async fn request_members_the_typed_params_lack_still_reach_the_upstream() {
     let params: Value = serde_json::from_str(&Client::texts(&answer)[0]).unwrap();
     assert_eq!(params["task"], json!({"ttl": 60000}), "{params}");
     assert_eq!(params["arguments"]["trace"], json!(["outer", "middle"]));
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_server_request_hook_answers_the_upstream_or_passes_the_request_to_the_client() {
+    let mut client = Client::initialized(proxy()).await;
+    let answered = client.request("ask", json!({"q": "proxy?"})).await;
+    assert_eq!(
+        answered["result"]["answer"],
+        json!({"from": "middle"}),
+        "{answered}"
+    );
+
+    let id = client.start("ask", json!({"q": "client?"})).await;
+    let question = loop {
+        let message = client.next_message().await;
+        if message["method"] == "custom/question" {
+            break message;
+        }
+    };
+    assert_eq!(question["params"], json!({"q": "client?"}));
+    client
+        .send(&json!({"jsonrpc": "2.0", "id": question["id"], "result": {"from": "client"}}))
+        .await;
+    let answered = client.answer(id).await;
+    assert_eq!(
+        answered["result"]["answer"],
+        json!({"from": "client"}),
+        "{answered}"
+    );
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn hooks_call_the_upstream_directly_and_notify_the_client() {
+    let mut client = Client::initialized(proxy()).await;
+    let answer = client.call_tool("direct", json!({})).await;
+    assert_eq!(Client::texts(&answer)[0], "toolbox", "{answer}");
+    assert!(
+        client
+            .received
+            .iter()
+            .any(|m| m["method"] == "notifications/tools/list_changed"),
+        "the list_changed came before the answer: {:?}",
+        client.received
+    );
     client.close().await.unwrap();
 }
 
