@@ -11,9 +11,10 @@
 //! conflict, F4); their implementations then run only if it calls them itself. `chain = [on_x]`
 //! keeps them all instead.
 //!
-//! **Within one model**, its synthetic tools come first, then its own hook, then its content
-//! transform: a model's hooks never see calls to its own tools nor find them in listings (outer
-//! models do), and its transform applies to what comes from further in.
+//! **Within one model**, its own hook comes first, then its synthetic tools, then its content
+//! transform: a model's `on_tools_list` sees its own tools in the listing (and may hide them, as
+//! `gate` hides `begin_session` once a session is open), its `on_tool_call` sees calls to them,
+//! and its transform applies to what comes from further in.
 //!
 //! **Cost.** A hook no model implements has no steps, and the session forwards such messages as
 //! raw bytes without building a context (see `session`), so it costs nothing.
@@ -255,18 +256,18 @@ fn steps_for(
     }
     let mut steps = Vec::new();
     for layer in order {
-        if matches!(hook, HookId::ToolsList | HookId::ToolCall) && !layer.tools.is_empty() {
-            steps.push(Step {
-                layer: layer.layer,
-                model: layer.name,
-                kind: StepKind::Tools(layer.tools),
-            });
-        }
         if running.contains(&layer.defined_at) {
             steps.push(Step {
                 layer: layer.layer,
                 model: layer.name,
                 kind: StepKind::Hook,
+            });
+        }
+        if matches!(hook, HookId::ToolsList | HookId::ToolCall) && !layer.tools.is_empty() {
+            steps.push(Step {
+                layer: layer.layer,
+                model: layer.name,
+                kind: StepKind::Tools(layer.tools),
             });
         }
         if transforms && transforming.contains(&layer.defined_at) {

@@ -36,6 +36,10 @@ pub mod budget {
         params: CallToolRequestParams,
         next: Next<'_, hooks::ToolCall>,
     ) -> HookResult<CallToolResult> {
+        // The model's own tool is free: the hook sees calls to it too.
+        if params.name == "budget_left" {
+            return next.run(ctx, params).await;
+        }
         let max = ctx.config::<Config>()?.max_calls;
         let allowed = ctx.state(|state: &mut State| {
             let allowed = state.used < max;

@@ -61,8 +61,9 @@
 //! - `on_session_start(ctx) -> HookResult<()>` and `on_session_end(ctx) -> HookResult<()>`: when a
 //!   client connects and after it leaves. Nothing to short-circuit; an error is logged.
 //! - Synthetic tools (`#[tool]` functions, SPEC F6) are not hooks: they are listed and answered at
-//!   the model's place in the chain, just outside the model's own hooks (which never see them);
-//!   outer models see them like the upstream's tools and may filter them.
+//!   the model's place in the chain, just inside the model's own hooks: its own hooks and outer
+//!   models see them like the upstream's tools and may filter them (a model's `on_tool_call`
+//!   sees calls to its own tools too).
 //! - Observers (`#[observer]` functions, SPEC F5) are not in the chain: they see every request's
 //!   [`Observation`](super::Observation) after it is answered and cannot change it. They never
 //!   conflict.

@@ -1,9 +1,9 @@
 //! Synthetic tools (SPEC F6): tools a model adds that the upstream does not have.
 //!
 //! A `#[tool]` function in a model becomes a [`ToolDescriptor`]. At the model's place in the
-//! chain, just outside its own hooks, its tools are appended to `tools/list` (replacing an inner
-//! tool of the same name) and calls to them are answered there: outer models see and may filter
-//! them like any other tool; the model's own hooks never see them.
+//! chain, just inside its own hooks, its tools are appended to `tools/list` (replacing an inner
+//! tool of the same name) and calls to them are answered there: the model's own hooks and outer
+//! models see them like any other tool, and may filter them.
 
 use std::borrow::Cow;
 use std::sync::Arc;
