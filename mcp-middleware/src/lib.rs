@@ -39,6 +39,7 @@ pub mod era;
 pub mod error;
 pub mod jsonrpc;
 pub mod model;
+pub mod pattern;
 pub mod project;
 pub mod proxy;
 pub mod registry;
