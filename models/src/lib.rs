@@ -10,9 +10,12 @@ use mcp_middleware::ProxyModel;
 
 // Each file holds one model module; the file modules are private so the model modules can take
 // the plain names at the root.
+#[path = "gate.rs"]
+mod gate_file;
 #[path = "passthrough.rs"]
 mod passthrough_file;
 
+pub use gate_file::gate;
 pub use passthrough_file::passthrough;
 
 /// The names of the models this crate defines, sorted.
@@ -21,7 +24,10 @@ pub use passthrough_file::passthrough;
 /// assert!(mcp_middleware_models::all().contains(&"passthrough"));
 /// ```
 pub fn all() -> Vec<&'static str> {
-    let mut names = vec![<passthrough::Model as ProxyModel>::DESCRIPTOR.name];
+    let mut names = vec![
+        <gate::Model as ProxyModel>::DESCRIPTOR.name,
+        <passthrough::Model as ProxyModel>::DESCRIPTOR.name,
+    ];
     names.sort_unstable();
     names
 }
