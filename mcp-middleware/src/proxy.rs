@@ -13,7 +13,7 @@ use crate::model::{ModelDescriptor, ProxyModel};
 use crate::project::Project;
 use crate::session::{Event, Session, SessionOptions};
 use crate::transport::{LineReader, stdio, write_lines};
-use crate::upstream::StdioServer;
+use crate::upstream::Upstream;
 
 /// A proxy between one MCP client and one upstream server.
 ///
@@ -27,7 +27,7 @@ use crate::upstream::StdioServer;
 /// ```
 #[derive(Debug)]
 pub struct Proxy {
-    server: StdioServer,
+    server: Upstream,
     model: Option<&'static ModelDescriptor>,
     configs: Map<String, Value>,
     project: Option<Arc<Project>>,
@@ -35,10 +35,11 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// A transparent proxy in front of `server`.
-    pub fn new(server: StdioServer) -> Self {
+    /// A transparent proxy in front of `server`: a [`StdioServer`](crate::upstream::StdioServer)
+    /// or a [`ServerSet`](crate::upstream::ServerSet).
+    pub fn new(server: impl Into<Upstream>) -> Self {
         Self {
-            server,
+            server: server.into(),
             model: None,
             configs: Map::new(),
             project: None,

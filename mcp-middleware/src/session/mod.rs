@@ -47,7 +47,7 @@ use crate::jsonrpc::{self, Message, range_in, splice};
 use crate::model::{HookId, Outcome};
 use crate::project::Project;
 use crate::transport::Frame;
-use crate::upstream::{StdioServer, UpstreamEvent, UpstreamLink};
+use crate::upstream::{Upstream, UpstreamEvent, UpstreamLink};
 
 /// Settings of a proxy session.
 #[derive(Debug, Clone)]
@@ -174,7 +174,7 @@ enum UpstreamState {
 }
 
 pub(crate) struct Session {
-    server: StdioServer,
+    server: Upstream,
     options: SessionOptions,
     events: mpsc::Sender<Event>,
     to_client: mpsc::UnboundedSender<String>,
@@ -197,7 +197,7 @@ pub(crate) struct Session {
 impl Session {
     /// Starts the upstream and returns the session ready to run.
     pub(crate) fn start(
-        server: StdioServer,
+        server: Upstream,
         options: SessionOptions,
         events: mpsc::Sender<Event>,
         to_client: mpsc::UnboundedSender<String>,

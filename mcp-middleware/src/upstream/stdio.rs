@@ -10,13 +10,16 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::env_refs;
 use crate::error::UpstreamError;
 use crate::transport::{Frame, LineReader, write_lines};
 
 /// How to start an upstream MCP server as a child process (SPEC T1).
 ///
 /// The child inherits the proxy's environment and working directory, plus what is set here; its
-/// stderr goes to the proxy's stderr, its stdin and stdout carry the protocol.
+/// stderr goes to the proxy's stderr, its stdin and stdout carry the protocol. `${env:VAR}` in
+/// the command, arguments, environment values or directory is replaced by the proxy's variable
+/// when the child starts (SPEC T6); everything that describes the server shows it as written.
 ///
 /// ```
 /// use mcp_middleware::upstream::StdioServer;
@@ -83,16 +86,28 @@ impl StdioServer {
     where
         E: From<UpstreamEvent> + Send + 'static,
     {
-        let mut command = Command::new(&self.command);
+        // `${env:VAR}` is resolved here and only here: the definition as written is what
+        // `Display`, logs and errors show.
+        let resolve = |text: &OsStr| {
+            env_refs::resolve(text).map_err(|problem| UpstreamError::Spawn {
+                server: self.to_string(),
+                source: std::io::Error::other(problem),
+            })
+        };
+        let mut command = Command::new(resolve(&self.command)?);
+        for arg in &self.args {
+            command.arg(resolve(arg)?);
+        }
+        for (key, value) in &self.env {
+            command.env(key, resolve(value)?);
+        }
         command
-            .args(&self.args)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
         if let Some(dir) = &self.current_dir {
-            command.current_dir(dir);
+            command.current_dir(resolve(dir.as_os_str())?);
         }
         let mut child = command.spawn().map_err(|source| UpstreamError::Spawn {
             server: self.to_string(),
@@ -156,6 +171,10 @@ pub(crate) struct UpstreamLink {
 }
 
 impl UpstreamLink {
+    pub(crate) fn new(outgoing: mpsc::UnboundedSender<String>, task: JoinHandle<()>) -> Self {
+        Self { outgoing, task }
+    }
+
     /// Queues one line for the server. A closed queue means the server is gone; its reader
     /// reports that as [`UpstreamEvent::Closed`].
     pub(crate) fn send(&self, line: String) {
