@@ -12,11 +12,21 @@ use mcp_middleware::ProxyModel;
 // the plain names at the root.
 #[path = "gate.rs"]
 mod gate_file;
+#[path = "paginate.rs"]
+mod paginate_file;
 #[path = "passthrough.rs"]
 mod passthrough_file;
+#[path = "section_split.rs"]
+mod section_split_file;
+// Page cutting and the bounded store, shared by paginate and section-split.
+mod paging;
+// How section-split takes Markdown, JSON and YAML apart.
+mod sections;
 
 pub use gate_file::gate;
+pub use paginate_file::paginate;
 pub use passthrough_file::passthrough;
+pub use section_split_file::section_split;
 
 /// The names of the models this crate defines, sorted.
 ///
@@ -26,7 +36,9 @@ pub use passthrough_file::passthrough;
 pub fn all() -> Vec<&'static str> {
     let mut names = vec![
         <gate::Model as ProxyModel>::DESCRIPTOR.name,
+        <paginate::Model as ProxyModel>::DESCRIPTOR.name,
         <passthrough::Model as ProxyModel>::DESCRIPTOR.name,
+        <section_split::Model as ProxyModel>::DESCRIPTOR.name,
     ];
     names.sort_unstable();
     names
