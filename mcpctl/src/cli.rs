@@ -1,38 +1,53 @@
-//! The command line: parsing, logging set-up and the commands themselves.
+//! The command line: parsing, logging set-up and dispatch to the commands.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
-use anyhow::{Context as _, bail};
-use clap::{Parser, Subcommand};
-use mcp_middleware::upstream::StdioServer;
-use mcp_middleware::{Proxy, SessionOptions, registry};
+use anyhow::Context as _;
+use clap::{ArgGroup, Parser, Subcommand};
 
 use crate::output::Output;
-use crate::{model_config, models};
+use crate::{apply, client, completion, edit, models, proxy, resources};
 
-/// Run MCP proxy models in front of real MCP servers.
+/// Run MCP proxy models in front of real MCP servers, and manage projects.
 #[derive(Debug, Parser)]
 #[command(name = "mcpctl", version, about, long_about = None)]
+#[command(
+    after_help = "Exit codes: 0 success; 1 error; 2 usage error; 3 a named resource \
+    (project, server, prompt, proxy model) does not exist.\n\
+    The store is in $MCPCTL_HOME (default ~/.mcpctl)."
+)]
 pub(crate) struct Cli {
     /// Write logs to this file instead of stderr. Logs never go to stdout.
     #[arg(long, global = true, value_name = "PATH")]
-    log_file: Option<PathBuf>,
+    pub(crate) log_file: Option<PathBuf>,
     /// Log filter (`error`, `warn`, `info`, `debug`, `trace`, or tracing's directive syntax);
     /// overrides the MCPCTL_LOG environment variable.
     #[arg(long, global = true, value_name = "FILTER")]
-    log: Option<String>,
+    pub(crate) log: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve MCP on stdio, in front of an upstream server started as a child process.
+    /// Serve MCP on stdio for a project, or in front of one server started as a child process.
     ///
-    /// Example: mcpctl proxy --model passthrough -- npx -y @modelcontextprotocol/server-everything
-    Proxy(ProxyArgs),
-    /// List resources of a kind.
+    /// Examples: `mcpctl proxy demo`;
+    /// `mcpctl proxy --model passthrough -- npx -y @modelcontextprotocol/server-everything`
+    Proxy(proxy::ProxyArgs),
+    /// Connect to a project (or an ad-hoc proxy) as an MCP client and run steps: list and call
+    /// tools, read resources, get prompts. Notifications the client receives go to stderr.
+    ///
+    /// Steps: `info`, `tools list`, `tools call NAME [JSON]`, `resources list`,
+    /// `resources templates`, `resources read URI`, `prompts list`, `prompts get NAME [JSON]`,
+    /// `ping`, `sleep MS`, or any `METHOD [JSON]` (a method with a `/`; `notifications/...` is
+    /// sent as a notification). Several steps run in one session, in order.
+    ///
+    /// Examples: `mcpctl client demo tools list`;
+    /// `mcpctl client demo tools call begin_session '{"intent":"fix a bug"}' tools list`;
+    /// `mcpctl client --model gate tools list -- python3 server.py`
+    Client(client::ClientArgs),
+    /// List resources of a kind (all, or the named ones).
     Get {
         #[command(subcommand)]
         what: GetWhat,
@@ -42,30 +57,51 @@ enum Command {
         #[command(subcommand)]
         what: DescribeWhat,
     },
+    /// Create or update resources from YAML files (several documents per file; `-` is stdin).
+    Apply(apply::ApplyArgs),
+    /// Delete resources. Proxy models are code: they cannot be deleted.
+    Delete {
+        #[command(subcommand)]
+        what: DeleteWhat,
+    },
+    /// Change a resource: with flags (projects), or in $VISUAL / $EDITOR when none are given.
+    Edit {
+        #[command(subcommand)]
+        what: EditWhat,
+    },
+    /// Print a shell completion script (e.g. `mcpctl completion bash > /etc/bash_completion.d/mcpctl`).
+    Completion {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
-#[derive(Debug, clap::Args)]
-struct ProxyArgs {
-    /// The proxy model to run (`mcpctl get proxymodels` lists them).
-    #[arg(long, short = 'm', default_value = "passthrough")]
-    model: String,
-    /// Seconds a request may wait for the upstream before the client gets an error (0: no limit).
-    /// Progress notifications restart the wait.
-    #[arg(long, default_value_t = 300, value_name = "SECS")]
-    request_timeout: u64,
-    /// The largest message accepted from either side, in bytes.
-    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
-    max_message_bytes: usize,
-    /// Model configuration: a YAML or JSON file mapping model names to their config.
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Set one config field, as MODEL.FIELD=VALUE (after --config; repeatable). VALUE is read as
-    /// JSON when it parses, else as a string.
-    #[arg(long = "set", value_name = "MODEL.FIELD=VALUE")]
-    sets: Vec<String>,
-    /// The upstream server's command and its arguments, after `--`.
-    #[arg(last = true, required = true, value_name = "CMD")]
-    command: Vec<String>,
+/// `-o`, shared by every listing and describing command.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub(crate) struct OutputArg {
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+    pub(crate) output: Output,
+}
+
+/// Names to list (all when none).
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct GetArgs {
+    /// Only these (all when none).
+    #[arg(value_name = "NAME")]
+    pub(crate) names: Vec<String>,
+    #[command(flatten)]
+    pub(crate) output: OutputArg,
+}
+
+/// One name to describe.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct DescribeArgs {
+    /// Its name.
+    pub(crate) name: String,
+    #[command(flatten)]
+    pub(crate) output: OutputArg,
 }
 
 #[derive(Debug, Subcommand)]
@@ -73,22 +109,74 @@ enum GetWhat {
     /// The proxy models linked into this binary.
     #[command(alias = "proxymodel")]
     Proxymodels {
-        /// Output format.
-        #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
-        output: Output,
+        #[command(flatten)]
+        output: OutputArg,
     },
+    /// Projects.
+    #[command(alias = "project")]
+    Projects(GetArgs),
+    /// Servers.
+    #[command(alias = "server")]
+    Servers(GetArgs),
+    /// Prompts.
+    #[command(alias = "prompt")]
+    Prompts(GetArgs),
 }
 
 #[derive(Debug, Subcommand)]
 enum DescribeWhat {
     /// A proxy model: its chain, hooks, synthetic tools, observers and config schema.
     #[command(alias = "proxymodels")]
-    Proxymodel {
-        /// The model's name.
+    Proxymodel(DescribeArgs),
+    /// A project: its servers, prompts, model, chain and the config each model gets.
+    #[command(alias = "projects")]
+    Project(DescribeArgs),
+    /// A server: how it is started or reached (`${env:VAR}` shown as written, never resolved).
+    #[command(alias = "servers")]
+    Server(DescribeArgs),
+    /// A prompt: its tags and text.
+    #[command(alias = "prompts")]
+    Prompt(DescribeArgs),
+}
+
+/// Names to delete.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct DeleteArgs {
+    /// The names.
+    #[arg(required = true, value_name = "NAME")]
+    pub(crate) names: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum DeleteWhat {
+    /// Projects.
+    #[command(alias = "projects")]
+    Project(DeleteArgs),
+    /// Servers (not while a project names them).
+    #[command(alias = "servers")]
+    Server(DeleteArgs),
+    /// Prompts (not while a project names them).
+    #[command(alias = "prompts")]
+    Prompt(DeleteArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum EditWhat {
+    /// A project.
+    #[command(alias = "projects")]
+    #[command(group(ArgGroup::new("flags").multiple(true)))]
+    Project(Box<edit::ProjectEdits>),
+    /// A server, in $VISUAL / $EDITOR.
+    #[command(alias = "servers")]
+    Server {
+        /// Its name.
         name: String,
-        /// Output format.
-        #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
-        output: Output,
+    },
+    /// A prompt, in $VISUAL / $EDITOR.
+    #[command(alias = "prompts")]
+    Prompt {
+        /// Its name.
+        name: String,
     },
 }
 
@@ -122,31 +210,42 @@ pub(crate) fn init_logging(cli: &Cli) -> anyhow::Result<()> {
 }
 
 pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
+    use mcpctl::store::{ProjectSpec, PromptSpec, ServerSpec};
+    let logging = client::Logging {
+        log: cli.log.clone(),
+        log_file: cli.log_file.clone(),
+    };
     match cli.command {
-        Command::Proxy(args) => proxy(args),
-        Command::Get {
-            what: GetWhat::Proxymodels { output },
-        } => models::get(output),
-        Command::Describe {
-            what: DescribeWhat::Proxymodel { name, output },
-        } => models::describe(&name, output),
+        Command::Proxy(args) => proxy::run(args),
+        Command::Client(args) => client::run(args, &logging),
+        Command::Get { what } => match what {
+            GetWhat::Proxymodels { output } => models::get(output.output),
+            GetWhat::Projects(args) => resources::get::<ProjectSpec>(&args),
+            GetWhat::Servers(args) => resources::get::<ServerSpec>(&args),
+            GetWhat::Prompts(args) => resources::get::<PromptSpec>(&args),
+        },
+        Command::Describe { what } => match what {
+            DescribeWhat::Proxymodel(args) => models::describe(&args.name, args.output.output),
+            DescribeWhat::Project(args) => resources::describe_project(&args),
+            DescribeWhat::Server(args) => resources::describe_server(&args),
+            DescribeWhat::Prompt(args) => resources::describe_prompt(&args),
+        },
+        Command::Apply(args) => apply::apply(&args),
+        Command::Delete { what } => match what {
+            DeleteWhat::Project(args) => apply::delete::<ProjectSpec>(&args),
+            DeleteWhat::Server(args) => apply::delete::<ServerSpec>(&args),
+            DeleteWhat::Prompt(args) => apply::delete::<PromptSpec>(&args),
+        },
+        Command::Edit { what } => match what {
+            EditWhat::Project(edits) => edit::project(*edits),
+            EditWhat::Server { name } => edit::in_editor::<ServerSpec>(&name),
+            EditWhat::Prompt { name } => edit::in_editor::<PromptSpec>(&name),
+        },
+        Command::Completion { shell } => completion::print(shell),
     }
 }
 
-fn proxy(args: ProxyArgs) -> anyhow::Result<()> {
-    let model = registry::find(&args.model)?;
-    let configs = model_config::load(args.config.as_deref(), &args.sets)?;
-    let Some((program, rest)) = args.command.split_first() else {
-        bail!("no upstream command: give it after `--`, e.g. `mcpctl proxy -- node server.js`");
-    };
-    let server = StdioServer::new(program).args(rest);
-    let mut options = SessionOptions::default();
-    options.request_timeout =
-        (args.request_timeout > 0).then(|| Duration::from_secs(args.request_timeout));
-    options.max_message_bytes = args.max_message_bytes;
-    let mut proxy = Proxy::new(server).model_descriptor(model).options(options);
-    for (name, config) in configs {
-        proxy = proxy.config(name, config);
-    }
-    Ok(proxy.run_stdio()?)
+/// The clap command, for completions.
+pub(crate) fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }

@@ -55,3 +55,31 @@ pub(crate) fn print_table(header: &[&str], rows: &[Vec<String>]) -> anyhow::Resu
     }
     Ok(())
 }
+
+/// Prints resources as YAML documents separated by `---` (so the output can be applied again)
+/// or as JSON: one object for a single named resource, else an array.
+pub(crate) fn print_documents(
+    output: Output,
+    documents: &[Value],
+    one: bool,
+) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match output {
+        Output::Yaml => {
+            for (i, document) in documents.iter().enumerate() {
+                if i > 0 {
+                    writeln!(out, "---")?;
+                }
+                write!(out, "{}", yaml_serde::to_string(document)?)?;
+            }
+        }
+        Output::Json | Output::Table => {
+            let text = match documents {
+                [document] if one => serde_json::to_string_pretty(document)?,
+                _ => serde_json::to_string_pretty(documents)?,
+            };
+            writeln!(out, "{text}")?;
+        }
+    }
+    Ok(())
+}

@@ -39,7 +39,11 @@ fn get_proxymodels_lists_every_stock_model() {
 #[test]
 fn an_unknown_model_is_a_clear_error() {
     let out = mcpctl(&["proxy", "--model", "nope", "--", "true"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "3: a named thing does not exist"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("unknown proxy model `nope`"), "{stderr}");
     assert!(
@@ -92,7 +96,11 @@ fn describe_proxymodel_shows_the_chain_hooks_tools_and_config_in_every_format() 
 #[test]
 fn describing_an_unknown_model_names_the_known_ones() {
     let out = mcpctl(&["describe", "proxymodel", "nope"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "3: a named thing does not exist"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("unknown proxy model `nope`"), "{stderr}");
     assert!(stderr.contains("passthrough"), "{stderr}");

@@ -1,0 +1,225 @@
+//! `mcpctl proxy PROJECT` and `mcpctl proxy --model M -- CMD ARGS...`: MCP on stdio, in front
+//! of a project's servers or of one ad-hoc command.
+//!
+//! For a project the proxy gets: the project's model (or `--model`), each model's config from
+//! the project (gate's `alwaysVisible` merged with the project's `alwaysVisible`), then
+//! `--config` and `--set` on top; the project's prompts (for models such as gate); and its
+//! servers as upstreams ([`upstreams`]: the one place that turns servers into the proxy's
+//! upstream side; several servers are served as one, names namespaced).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use clap::ArgGroup;
+use mcp_middleware::registry::{self, ModelDescriptor};
+use mcp_middleware::upstream::{ServerSet, StdioServer};
+use mcp_middleware::{Project as ModelProject, ProjectPrompt, Proxy, SessionOptions};
+use mcpctl::store::validate::{chain_configs, warn_unused};
+use mcpctl::store::{Project, ProjectSpec, PromptSpec, Server, ServerSpec, Store};
+use serde_json::{Map, Value};
+
+use crate::model_config;
+
+/// `proxy`'s arguments.
+#[derive(Debug, clap::Args)]
+#[command(group(ArgGroup::new("target").required(true).args(["project", "command"])))]
+pub(crate) struct ProxyArgs {
+    /// A project from the store (`mcpctl get projects`): its servers, prompts, model and config.
+    pub(crate) project: Option<String>,
+    /// The proxy model to run (`mcpctl get proxymodels` lists them). Default: the project's
+    /// `proxyModel`, or `passthrough`.
+    #[arg(long, short = 'm')]
+    pub(crate) model: Option<String>,
+    /// Seconds a request may wait for the upstream before the client gets an error (0: no limit).
+    /// Progress notifications restart the wait.
+    #[arg(long, default_value_t = 300, value_name = "SECS")]
+    pub(crate) request_timeout: u64,
+    /// The largest message accepted from either side, in bytes.
+    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
+    pub(crate) max_message_bytes: usize,
+    /// Model configuration: a YAML or JSON file mapping model names to their config (on top of
+    /// the project's).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Set one config field, as MODEL.FIELD=VALUE (after --config; repeatable). VALUE is read as
+    /// JSON when it parses, else as a string.
+    #[arg(long = "set", value_name = "MODEL.FIELD=VALUE")]
+    pub(crate) sets: Vec<String>,
+    /// Without a project: the upstream server's command and its arguments, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub(crate) command: Vec<String>,
+}
+
+/// Runs the proxy until the client closes stdin or a stop signal arrives.
+pub(crate) fn run(args: ProxyArgs) -> anyhow::Result<()> {
+    let overrides = model_config::load(args.config.as_deref(), &args.sets)?;
+    let mut options = SessionOptions::default();
+    options.request_timeout =
+        (args.request_timeout > 0).then(|| Duration::from_secs(args.request_timeout));
+    options.max_message_bytes = args.max_message_bytes;
+    let proxy = match &args.project {
+        Some(name) => for_project(&Store::from_env()?, name, args.model.as_deref(), overrides)?,
+        None => ad_hoc(
+            args.model.as_deref().unwrap_or("passthrough"),
+            &args.command,
+            overrides,
+        )?,
+    };
+    Ok(proxy.options(options).run_stdio()?)
+}
+
+/// `proxy --model M -- CMD ARGS...`.
+fn ad_hoc(model: &str, command: &[String], configs: Map<String, Value>) -> anyhow::Result<Proxy> {
+    let model = registry::find(model)?;
+    let Some((program, rest)) = command.split_first() else {
+        bail!("no upstream command: give it after `--`, e.g. `mcpctl proxy -- node server.js`");
+    };
+    let mut proxy = Proxy::new(StdioServer::new(program).args(rest)).model_descriptor(model);
+    for (name, config) in configs {
+        proxy = proxy.config(name, config);
+    }
+    Ok(proxy)
+}
+
+/// The proxy for the stored project `name`, with `model` instead of the project's when given
+/// and `overrides` on top of the project's config.
+pub(crate) fn for_project(
+    store: &Store,
+    name: &str,
+    model: Option<&str>,
+    overrides: Map<String, Value>,
+) -> anyhow::Result<Proxy> {
+    let mut project: Project = store.get::<ProjectSpec>(name)?;
+    if let Some(model) = model {
+        registry::find(model)?;
+        project.spec.proxy_model = Some(model.to_owned());
+    }
+    let descriptor = mcpctl::store::validate::find_model(&project)?;
+    let chain = chain_configs(&project.spec, descriptor);
+    warn_unused(&project, &chain);
+    let mut configs = chain.configs;
+    for (model, value) in overrides {
+        merge(configs.entry(model).or_insert(Value::Null), value);
+    }
+    if !project.spec.routes.is_empty() {
+        tracing::warn!(
+            "project `{name}`: `routes` are stored but not applied yet; every tool goes through the model chain"
+        );
+    }
+    let servers: Vec<Server> = project
+        .spec
+        .servers
+        .iter()
+        .map(|server| store.get::<ServerSpec>(server))
+        .collect::<Result<_, _>>()?;
+    let mut model_project = ModelProject::new(&project.name);
+    model_project.servers = project.spec.servers.clone();
+    for prompt in &project.spec.prompts {
+        let prompt = store.get::<PromptSpec>(prompt)?;
+        model_project = model_project
+            .prompt(ProjectPrompt::new(prompt.name, prompt.spec.content).tags(prompt.spec.tags));
+    }
+    let mut proxy = upstreams(store, &project, &servers)?
+        .model_descriptor(descriptor)
+        .project(model_project);
+    for (model, config) in configs {
+        proxy = proxy.config(model, config);
+    }
+    check_chain(&proxy, descriptor, name)?;
+    Ok(proxy)
+}
+
+/// The proxy's upstream side for a project's servers: one server is served as it is; several
+/// are merged into one surface ([`ServerSet`]: `server{separator}tool` names, resources and
+/// prompts routed back), each server's state written to the project's status file (which
+/// `describe project` shows). HTTP servers are refused until the library has HTTP upstreams.
+fn upstreams(store: &Store, project: &Project, servers: &[Server]) -> anyhow::Result<Proxy> {
+    match servers {
+        [] => bail!(
+            "project `{0}` has no servers: add one with `mcpctl edit project {0} --add-server NAME`",
+            project.name
+        ),
+        [server] => Ok(Proxy::new(stdio_server(server)?)),
+        several => {
+            let mut set = ServerSet::new()
+                .separator(project.spec.separator())
+                .status_file(status_file(store, &project.name));
+            for server in several {
+                set = set.server(&server.name, stdio_server(server)?);
+            }
+            Ok(Proxy::new(set))
+        }
+    }
+}
+
+/// Where the proxy of a project with several servers keeps their state (running, or down and
+/// why): `$MCPCTL_HOME/status/PROJECT.json`, rewritten by the last proxy that ran.
+pub(crate) fn status_file(store: &Store, project: &str) -> PathBuf {
+    store.root().join("status").join(format!("{project}.json"))
+}
+
+/// How to start a stored stdio server. Values go to the library as written: a `${env:VAR}`
+/// placeholder is the library's to resolve, when it starts the server (SPEC T6).
+fn stdio_server(server: &Server) -> anyhow::Result<StdioServer> {
+    match &server.spec {
+        ServerSpec::Stdio(spec) => {
+            let mut stdio = StdioServer::new(&spec.command).args(&spec.args);
+            for (key, value) in &spec.env {
+                stdio = stdio.env(key, value);
+            }
+            if let Some(cwd) = &spec.cwd {
+                stdio = stdio.current_dir(cwd);
+            }
+            Ok(stdio)
+        }
+        ServerSpec::Http(http) => bail!(
+            "server `{}` is an HTTP server ({}), and HTTP upstreams are not supported yet; use a stdio server (`command`)",
+            server.name,
+            http.url
+        ),
+    }
+}
+
+/// Fails now, naming the project, if the model refuses its config.
+fn check_chain(
+    proxy: &Proxy,
+    model: &'static ModelDescriptor,
+    project: &str,
+) -> anyhow::Result<()> {
+    proxy.chain().with_context(|| {
+        format!(
+            "project `{project}` cannot run proxy model `{}`",
+            model.name
+        )
+    })?;
+    Ok(())
+}
+
+/// Lays `over` onto `base`: maps merge key by key (recursively), anything else replaces.
+fn merge(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Object(base), Value::Object(over)) => {
+            for (key, value) in over {
+                merge(base.entry(key).or_insert(Value::Null), value);
+            }
+        }
+        (base, over) => *base = over,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn overrides_merge_into_the_project_config() {
+        let mut base = json!({"alwaysVisible": ["a"], "promptBudgetBytes": 10});
+        merge(&mut base, json!({"promptBudgetBytes": 20, "x": {"y": 1}}));
+        assert_eq!(
+            base,
+            json!({"alwaysVisible": ["a"], "promptBudgetBytes": 20, "x": {"y": 1}})
+        );
+    }
+}

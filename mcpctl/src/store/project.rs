@@ -1,0 +1,199 @@
+//! `kind: Project`: servers, prompts and a proxy model, served together as one MCP server.
+//!
+//! ```yaml
+//! kind: Project
+//! metadata: { name: demo }
+//! spec:
+//!   servers: [everything]          # Server names
+//!   prompts: [style-guide]         # Prompt names
+//!   proxyModel: gate               # default: passthrough
+//!   config:                        # per model name, that model's Config
+//!     gate: { promptBudgetBytes: 4096 }
+//!   alwaysVisible: [echo, "get-*"] # tools (names or globs) gate shows while gated
+//!   namespaceSeparator: "__"       # server__tool, when there are several servers
+//!   routes:                        # stored for routing (SPEC P7); not applied yet
+//!     hidden: ["admin-*"]
+//!     passThrough: [echo]
+//!   listen: 127.0.0.1:8080         # stored for `mcpctl serve` (later)
+//! ```
+//!
+//! `gated: true` (deprecated) is read as `proxyModel: default` and a warning is logged;
+//! `gated: true` together with another `proxyModel` is an error (SPEC C2).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use super::resource::{AnyResource, Kind, Resource, Spec, checked_map};
+
+/// The model a project runs when it names none.
+pub const DEFAULT_PROXY_MODEL: &str = "passthrough";
+/// The model `gated: true` stands for.
+pub const GATED_PROXY_MODEL: &str = "default";
+/// The separator between a server's name and its tool's name when it is not set.
+pub const DEFAULT_NAMESPACE_SEPARATOR: &str = "__";
+
+/// A project's fields.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectSpec {
+    /// The names of its servers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<String>,
+    /// The names of its prompts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub prompts: Vec<String>,
+    /// The proxy model it runs ([`DEFAULT_PROXY_MODEL`] when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy_model: Option<String>,
+    /// Model configs by model name. Configs of models outside the chain are kept (so switching
+    /// `proxyModel` back and forth loses nothing) and ignored.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub config: BTreeMap<String, Value>,
+    /// Tools (exact names or globs) that stay visible while a gating model is closed; merged
+    /// into gate's `alwaysVisible`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub always_visible: Vec<String>,
+    /// The separator in namespaced names (`server__tool`); [`DEFAULT_NAMESPACE_SEPARATOR`] when
+    /// absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace_separator: Option<String>,
+    /// Routing paths (hidden, pass-through), kept for when routing is configurable.
+    #[serde(skip_serializing_if = "Routes::is_empty")]
+    pub routes: Routes,
+    /// The address `mcpctl serve` listens on, kept for when it exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// Set when the file said `gated: ...` (deprecated): what it said.
+    #[serde(skip)]
+    pub legacy_gated: Option<bool>,
+}
+
+/// Which tools, resources and prompts skip the model chain or are hidden (SPEC P7).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Routes {
+    /// Names or globs the client never sees.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<String>,
+    /// Names or globs that go straight to the server, past every model but observers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pass_through: Vec<String>,
+}
+
+impl Routes {
+    /// Whether no route is set.
+    pub fn is_empty(&self) -> bool {
+        self.hidden.is_empty() && self.pass_through.is_empty()
+    }
+}
+
+impl ProjectSpec {
+    /// The proxy model it runs.
+    pub fn model(&self) -> &str {
+        self.proxy_model.as_deref().unwrap_or(DEFAULT_PROXY_MODEL)
+    }
+
+    /// The namespace separator.
+    pub fn separator(&self) -> &str {
+        self.namespace_separator
+            .as_deref()
+            .unwrap_or(DEFAULT_NAMESPACE_SEPARATOR)
+    }
+}
+
+impl Spec for ProjectSpec {
+    const KIND: Kind = Kind::Project;
+
+    fn wrap(resource: Resource<Self>) -> AnyResource {
+        AnyResource::Project(resource)
+    }
+
+    fn from_any(any: AnyResource) -> Option<Resource<Self>> {
+        match any {
+            AnyResource::Project(resource) => Some(resource),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ProjectSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        checked_map::<D, RawProjectSpec, Self>(deserializer)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawProjectSpec {
+    #[serde(default)]
+    servers: Vec<String>,
+    #[serde(default)]
+    prompts: Vec<String>,
+    proxy_model: Option<String>,
+    #[serde(default)]
+    config: BTreeMap<String, Value>,
+    #[serde(default)]
+    always_visible: Vec<String>,
+    namespace_separator: Option<String>,
+    #[serde(default)]
+    routes: Routes,
+    listen: Option<String>,
+    gated: Option<bool>,
+}
+
+impl TryFrom<RawProjectSpec> for ProjectSpec {
+    type Error = String;
+
+    fn try_from(raw: RawProjectSpec) -> Result<Self, String> {
+        let proxy_model = match (raw.gated, raw.proxy_model) {
+            (Some(true), Some(model)) if model != GATED_PROXY_MODEL => {
+                return Err(format!(
+                    "`gated: true` cannot be combined with `proxyModel: {model}`: `gated` is deprecated and means `proxyModel: {GATED_PROXY_MODEL}`, so remove `gated`"
+                ));
+            }
+            (Some(true), _) => Some(GATED_PROXY_MODEL.to_owned()),
+            (_, model) => model,
+        };
+        if proxy_model.as_deref() == Some("") {
+            return Err("`proxyModel` is empty".to_owned());
+        }
+        if let Some(separator) = &raw.namespace_separator
+            && (separator.is_empty() || separator.chars().any(char::is_whitespace))
+        {
+            return Err(format!(
+                "`namespaceSeparator` `{separator}` must be non-empty and without spaces"
+            ));
+        }
+        for (field, names) in [("servers", &raw.servers), ("prompts", &raw.prompts)] {
+            if let Some(twice) = names
+                .iter()
+                .enumerate()
+                .find_map(|(i, n)| names[..i].contains(n).then_some(n))
+            {
+                return Err(format!("`{field}` names `{twice}` twice"));
+            }
+        }
+        if let Some((model, _)) = raw
+            .config
+            .iter()
+            .find(|(_, v)| !v.is_object() && !v.is_null())
+        {
+            return Err(format!(
+                "`config.{model}` must be a map of that model's config fields"
+            ));
+        }
+        Ok(ProjectSpec {
+            servers: raw.servers,
+            prompts: raw.prompts,
+            proxy_model,
+            config: raw.config,
+            always_visible: raw.always_visible,
+            namespace_separator: raw.namespace_separator,
+            routes: raw.routes,
+            listen: raw.listen,
+            legacy_gated: raw.gated,
+        })
+    }
+}

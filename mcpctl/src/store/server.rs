@@ -1,0 +1,191 @@
+//! `kind: Server`: an MCP server the proxy starts as a child process (stdio) or reaches by URL.
+//!
+//! ```yaml
+//! kind: Server
+//! metadata: { name: github }
+//! spec:
+//!   command: npx                     # stdio: command, args, env, cwd
+//!   args: [-y, "@modelcontextprotocol/server-github"]
+//!   env:
+//!     GITHUB_TOKEN: ${env:GITHUB_TOKEN}   # kept as written; resolved only by the proxy
+//!   cwd: /srv/github
+//! ---
+//! kind: Server
+//! metadata: { name: remote }
+//! spec:
+//!   url: https://mcp.example.com/mcp # HTTP: url and headers
+//!   headers:
+//!     Authorization: Bearer ${env:REMOTE_TOKEN}
+//! ```
+//!
+//! Values are stored exactly as written: `${env:VAR}` placeholders stay placeholders in the
+//! store, in `get` and in `describe` (SPEC T6); only the proxy resolves them, when it starts
+//! the server.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::resource::{AnyResource, Kind, Resource, Spec, checked_map};
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ServerSpec {
+    /// A child process spoken to over its stdin and stdout.
+    Stdio(StdioSpec),
+    /// A server spoken to over streamable HTTP.
+    Http(HttpSpec),
+}
+
+/// A server run as a child process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StdioSpec {
+    /// The program (looked up on `PATH`).
+    pub command: String,
+    /// Its arguments.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Environment variables set for it, on top of the proxy's own; values may hold
+    /// `${env:VAR}` placeholders.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Its working directory (the proxy's when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+/// A server reached over HTTP.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HttpSpec {
+    /// Its MCP endpoint.
+    pub url: String,
+    /// Headers sent with every request; values may hold `${env:VAR}` placeholders.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+}
+
+impl ServerSpec {
+    /// A stdio server running `command`.
+    pub fn stdio(command: impl Into<String>) -> Self {
+        ServerSpec::Stdio(StdioSpec {
+            command: command.into(),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            cwd: None,
+        })
+    }
+
+    /// `stdio` or `http`.
+    pub fn transport(&self) -> &'static str {
+        match self {
+            ServerSpec::Stdio(_) => "stdio",
+            ServerSpec::Http(_) => "http",
+        }
+    }
+
+    /// The command line or the URL, for listings.
+    pub fn target(&self) -> String {
+        match self {
+            ServerSpec::Stdio(stdio) => std::iter::once(stdio.command.as_str())
+                .chain(stdio.args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
+            ServerSpec::Http(http) => http.url.clone(),
+        }
+    }
+}
+
+impl Spec for ServerSpec {
+    const KIND: Kind = Kind::Server;
+
+    fn wrap(resource: Resource<Self>) -> AnyResource {
+        AnyResource::Server(resource)
+    }
+
+    fn from_any(any: AnyResource) -> Option<Resource<Self>> {
+        match any {
+            AnyResource::Server(resource) => Some(resource),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ServerSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        checked_map::<D, RawServerSpec, Self>(deserializer)
+    }
+}
+
+/// Every field either transport may have; which ones are set decides the transport.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServerSpec {
+    command: Option<String>,
+    #[serde(default)]
+    args: Option<Vec<String>>,
+    #[serde(default)]
+    env: Option<BTreeMap<String, String>>,
+    cwd: Option<String>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: Option<BTreeMap<String, String>>,
+}
+
+impl TryFrom<RawServerSpec> for ServerSpec {
+    type Error = String;
+
+    fn try_from(raw: RawServerSpec) -> Result<Self, String> {
+        match (raw.command, raw.url) {
+            (Some(_), Some(_)) => {
+                Err("a server has either `command` (stdio) or `url` (HTTP), not both".to_owned())
+            }
+            (None, None) => Err("a server needs `command` (stdio) or `url` (HTTP)".to_owned()),
+            (Some(command), None) => {
+                if raw.headers.is_some() {
+                    return Err(
+                        "`headers` is for HTTP servers (`url`); a stdio server takes `env`"
+                            .to_owned(),
+                    );
+                }
+                if command.trim().is_empty() {
+                    return Err("`command` is empty".to_owned());
+                }
+                let env = raw.env.unwrap_or_default();
+                if let Some(bad) = env.keys().find(|k| k.is_empty() || k.contains(['=', '\0'])) {
+                    return Err(format!(
+                        "`env` key `{bad}` is not a valid environment variable name"
+                    ));
+                }
+                Ok(ServerSpec::Stdio(StdioSpec {
+                    command,
+                    args: raw.args.unwrap_or_default(),
+                    env,
+                    cwd: raw.cwd,
+                }))
+            }
+            (None, Some(url)) => {
+                if let Some(field) = [
+                    raw.args.is_some().then_some("args"),
+                    raw.env.is_some().then_some("env"),
+                    raw.cwd.is_some().then_some("cwd"),
+                ]
+                .into_iter()
+                .flatten()
+                .next()
+                {
+                    return Err(format!(
+                        "`{field}` is for stdio servers (`command`); an HTTP server takes `headers`"
+                    ));
+                }
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(format!("`url` `{url}` is not an http:// or https:// URL"));
+                }
+                Ok(ServerSpec::Http(HttpSpec {
+                    url,
+                    headers: raw.headers.unwrap_or_default(),
+                }))
+            }
+        }
+    }
+}
