@@ -621,17 +621,19 @@ fn json_chunks(
     let target = settings
         .threshold_bytes
         .max(total.div_ceil(settings.max_sections.max(2)));
+    // A chunk's text is `[\n`, the elements joined by `,\n`, then `\n]`.
+    const BRACKETS: usize = 4;
     let mut runs: Vec<Range<usize>> = Vec::new();
     let mut start = 0;
-    let mut size = 0;
+    let mut size = BRACKETS;
     for (at, element) in elements.iter().enumerate() {
-        let len = element.get().len() + 2;
+        let len = element.get().len() + usize::from(at > start) * 2;
         if at > start && size + len > target {
             runs.push(start..at);
             start = at;
-            size = 0;
+            size = BRACKETS;
         }
-        size += len;
+        size += element.get().len() + usize::from(at > start) * 2;
     }
     runs.push(start..elements.len());
     // Greedy chunks can still be too many: merge runs of them.
