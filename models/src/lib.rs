@@ -10,6 +10,8 @@ use mcp_middleware::ProxyModel;
 
 // Each file holds one model module; the file modules are private so the model modules can take
 // the plain names at the root.
+#[path = "default.rs"]
+mod default_file;
 #[path = "gate.rs"]
 mod gate_file;
 #[path = "paginate.rs"]
@@ -23,6 +25,7 @@ mod paging;
 // How section-split takes Markdown, JSON and YAML apart.
 mod sections;
 
+pub use default_file::default;
 pub use gate_file::gate;
 pub use paginate_file::paginate;
 pub use passthrough_file::passthrough;
@@ -35,6 +38,7 @@ pub use section_split_file::section_split;
 /// ```
 pub fn all() -> Vec<&'static str> {
     let mut names = vec![
+        <default::Model as ProxyModel>::DESCRIPTOR.name,
         <gate::Model as ProxyModel>::DESCRIPTOR.name,
         <paginate::Model as ProxyModel>::DESCRIPTOR.name,
         <passthrough::Model as ProxyModel>::DESCRIPTOR.name,
