@@ -1,6 +1,25 @@
 //! The stock proxy models of mcp-middleware (SPEC M1-M7), one file each, each a `#[proxy_model]`
 //! module re-exported at the crate root (`mcp_middleware_models::passthrough`).
 //!
+//! The content models, [`paginate`] and [`section_split`], implement only `transform_content`
+//! and a synthetic tool, so they compose with models that hook requests (such as [`gate`], in
+//! [`default`]). Several content models in one composition run innermost first (the last in
+//! `extends` sees the server's text first) and need `chain = [transform_content]`:
+//! `extends = [paginate, section_split]` splits, then pages what is still too large.
+//!
+//! ```
+//! use mcp_middleware::prelude::*;
+//! use mcp_middleware_models::{paginate, section_split};
+//!
+//! /// Tables of contents for large documents, pages for whatever is still too large.
+//! #[proxy_model(extends = [paginate, section_split], chain = [transform_content])]
+//! pub mod split_then_page {}
+//!
+//! let chain = mcp_middleware::chain::layers_of(<split_then_page::Model as ProxyModel>::DESCRIPTOR);
+//! let names: Vec<&str> = chain.iter().map(|layer| layer.name).collect();
+//! assert_eq!(names, ["split_then_page", "paginate", "section-split"]);
+//! ```
+//!
 //! Linking this crate registers every model in it; [`all`] names them so a binary can refer to
 //! the crate (and keep its registrations) explicitly.
 #![forbid(unsafe_code)]
