@@ -4,7 +4,7 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
-use mcpctl::store::{AnyResource, Spec, parse_documents};
+use mcpctl::store::{AnyResource, Kind, Spec, parse_documents};
 use serde_json::json;
 
 use crate::cli::{DeleteArgs, OutputArg};
@@ -90,6 +90,10 @@ pub(crate) fn delete<S: Spec>(args: &DeleteArgs) -> anyhow::Result<()> {
     let store = store()?;
     for name in &args.names {
         store.delete(S::KIND, name)?;
+        if S::KIND == Kind::Project {
+            // What the project's last proxy saw of its servers goes with it.
+            let _ = std::fs::remove_file(crate::proxy::status_file(&store, name));
+        }
         println!("{}/{name} deleted", S::KIND);
     }
     Ok(())

@@ -242,6 +242,31 @@ fn gated_true_loads_as_default_with_a_warning_and_conflicts_with_another_model()
         "{stderr}"
     );
 
+    // Applying it needs `default` (gate + paginate) in the binary; without it, the error says
+    // where the name came from.
+    let applied = home.run_with_stdin(
+        &["apply", "-f", "-"],
+        "kind: Project\nmetadata: {name: new}\nspec:\n  gated: true\n",
+    );
+    if mcp_middleware_models::all().contains(&"default") {
+        assert_eq!(applied.ok(), "project/new created\n");
+        let described = home
+            .run(&["describe", "project", "new", "-o", "json"])
+            .json();
+        assert_eq!(described["spec"]["proxyModel"], "default");
+        let chain = described["status"]["chain"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(chain.contains(&json!("gate")), "{described}");
+    } else {
+        let err = applied.fails(1);
+        assert!(
+            err.contains("proxy model `default` (from `gated: true`)"),
+            "{err}"
+        );
+    }
+
     let err = home
         .run_with_stdin(
             &["apply", "-f", "-"],
