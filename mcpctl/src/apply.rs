@@ -44,7 +44,7 @@ pub(crate) fn apply(args: &ApplyArgs) -> anyhow::Result<()> {
     match args.output.output {
         Output::Table => {
             for outcome in &applied {
-                println!("{outcome}");
+                crate::output::outln!("{outcome}")?;
             }
             Ok(())
         }
@@ -94,7 +94,7 @@ pub(crate) fn delete<S: Spec>(args: &DeleteArgs) -> anyhow::Result<()> {
             // What the project's last proxy saw of its servers goes with it.
             let _ = std::fs::remove_file(crate::proxy::status_file(&store, name));
         }
-        println!("{}/{name} deleted", S::KIND);
+        crate::output::outln!("{}/{name} deleted", S::KIND)?;
     }
     Ok(())
 }

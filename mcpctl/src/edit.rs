@@ -114,7 +114,7 @@ pub(crate) fn project(edits: ProjectEdits) -> anyhow::Result<()> {
         return in_editor::<ProjectSpec>(&edits.name);
     }
     let applied = store()?.update::<ProjectSpec>(&edits.name, |spec| edits.apply_to(spec))?;
-    println!("{applied}");
+    crate::output::outln!("{applied}")?;
     Ok(())
 }
 
@@ -137,7 +137,7 @@ pub(crate) fn in_editor<S: Spec>(name: &str) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(&path);
     let edited = result?;
     if edited == text {
-        println!("{}/{name} unchanged (nothing edited)", S::KIND);
+        crate::output::outln!("{}/{name} unchanged (nothing edited)", S::KIND)?;
         return Ok(());
     }
     let mut resources = parse_documents("the edited file", &edited)?;
@@ -162,7 +162,7 @@ pub(crate) fn in_editor<S: Spec>(name: &str) -> anyhow::Result<()> {
         *spec = after.spec;
         Ok(())
     })?;
-    println!("{applied}");
+    crate::output::outln!("{applied}")?;
     Ok(())
 }
 

@@ -36,11 +36,23 @@ fn main() -> ExitCode {
     let _ = mcp_middleware_models::all();
     match cli::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that stopped reading (`mcpctl get projects | head -1`) is not an error.
+        Err(err) if stdout_closed(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("mcpctl: {err:#}");
             ExitCode::from(exit_code(&err))
         }
     }
+}
+
+/// Whether the error is stdout's reader going away. (Writes to anything else that can break a
+/// pipe, the client's child, are reported as messages without the I/O error inside.)
+fn stdout_closed(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// 3 when the error says that something named does not exist, else 1.

@@ -83,3 +83,22 @@ pub(crate) fn print_documents(
     }
     Ok(())
 }
+
+/// `println!` that returns the write's error instead of panicking (say, when stdout's reader has
+/// gone: `mcpctl get projects | head -1`).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
+/// `print!` that returns the write's error instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
+pub(crate) use {out, outln};

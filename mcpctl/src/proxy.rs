@@ -140,7 +140,12 @@ fn upstreams(store: &Store, project: &Project, servers: &[Server]) -> anyhow::Re
             "project `{0}` has no servers: add one with `mcpctl edit project {0} --add-server NAME`",
             project.name
         ),
-        [server] => Ok(Proxy::new(stdio_server(server)?)),
+        [server] => {
+            // One server is served as it is, with no status file: drop one left from when the
+            // project had several, so `describe` does not show it.
+            let _ = std::fs::remove_file(status_file(store, &project.name));
+            Ok(Proxy::new(stdio_server(server)?))
+        }
         several => {
             let mut set = ServerSet::new()
                 .separator(project.spec.separator())

@@ -123,7 +123,7 @@ pub(crate) fn describe_project(args: &DescribeArgs) -> anyhow::Result<()> {
         Err(err) => (Vec::new(), None, Some(err.to_string())),
     };
     let file = store.path_of(Kind::Project, &project.name);
-    let status = server_status(&store, &project.name);
+    let status = server_status(&store, &project.name, &project.spec.servers);
     if args.output.output != Output::Table {
         let mut described = document(&project)?;
         described["status"] = json!({
@@ -318,10 +318,22 @@ pub(crate) fn describe_prompt(args: &DescribeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The servers' states written by the last proxy of a project with several servers, if any.
-fn server_status(store: &Store, project: &str) -> Option<Value> {
+/// The servers' states written by the last proxy of a project with several servers, if any,
+/// for the servers it has now.
+fn server_status(store: &Store, project: &str, servers: &[String]) -> Option<Value> {
     let text = std::fs::read_to_string(crate::proxy::status_file(store, project)).ok()?;
-    serde_json::from_str(&text).ok()
+    let Value::Array(states) = serde_json::from_str(&text).ok()? else {
+        return None;
+    };
+    let current: Vec<Value> = states
+        .into_iter()
+        .filter(|s| {
+            s.get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| servers.iter().any(|server| server == n))
+        })
+        .collect();
+    (!current.is_empty()).then_some(Value::Array(current))
 }
 
 fn users(store: &Store, uses: impl Fn(&Project) -> bool) -> anyhow::Result<Vec<String>> {

@@ -229,9 +229,9 @@ impl Session {
             };
             if headers {
                 if printed > 0 {
-                    println!();
+                    crate::output::outln!()?;
                 }
-                println!("== {step} ==");
+                crate::output::outln!("== {step} ==")?;
             }
             print::result(step, &result, output, printed)?;
             printed += 1;
@@ -275,7 +275,7 @@ impl Session {
         let id = self.next_id;
         self.next_id += 1;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .with_context(|| format!("cannot send `{method}`"))?;
+            .map_err(|e| anyhow!("cannot send `{method}` to the proxy: {e}"))?;
         let deadline = Instant::now() + self.timeout;
         loop {
             let message = match self
@@ -320,7 +320,7 @@ impl Session {
 
     fn notify(&mut self, method: &str, params: Value) -> anyhow::Result<()> {
         self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
-            .with_context(|| format!("cannot send `{method}`"))
+            .map_err(|e| anyhow!("cannot send `{method}` to the proxy: {e}"))
     }
 
     /// Waits `time`, answering any server request that arrives (notifications are shown by the
@@ -360,7 +360,7 @@ impl Session {
             }}),
         };
         self.send(&answer)
-            .with_context(|| format!("cannot answer `{method}`"))
+            .map_err(|e| anyhow!("cannot answer `{method}` to the proxy: {e}"))
     }
 
     fn send(&mut self, message: &Value) -> std::io::Result<()> {

@@ -62,7 +62,7 @@ pub(super) fn result(
         "resources/read" => contents(result.get("contents")),
         "prompts/get" => prompt(result),
         _ => {
-            println!("{}", serde_json::to_string_pretty(result)?);
+            crate::output::outln!("{}", serde_json::to_string_pretty(result)?)?;
             Ok(())
         }
     }
@@ -180,7 +180,7 @@ fn tool_result(result: &Value) -> anyhow::Result<()> {
     if blocks.is_empty()
         && let Some(structured) = result.get("structuredContent")
     {
-        println!("{}", serde_json::to_string_pretty(structured)?);
+        crate::output::outln!("{}", serde_json::to_string_pretty(structured)?)?;
     }
     if result.get("isError").and_then(Value::as_bool) == Some(true) {
         eprintln!("mcpctl client: the tool answered with an error (isError: true)");
@@ -190,27 +190,27 @@ fn tool_result(result: &Value) -> anyhow::Result<()> {
 
 fn content_block(block: &Value) -> anyhow::Result<()> {
     match block.get("type").and_then(Value::as_str) {
-        Some("text") => println!("{}", text(block.get("text"))),
-        Some(kind @ ("image" | "audio")) => println!(
+        Some("text") => crate::output::outln!("{}", text(block.get("text")))?,
+        Some(kind @ ("image" | "audio")) => crate::output::outln!(
             "[{kind} {}, {} bytes of base64]",
             text(block.get("mimeType")),
             block
                 .get("data")
                 .and_then(Value::as_str)
                 .map_or(0, str::len)
-        ),
+        )?,
         Some("resource") => contents(
             block
                 .get("resource")
                 .map(|r| Value::Array(vec![r.clone()]))
                 .as_ref(),
         )?,
-        Some("resource_link") => println!(
+        Some("resource_link") => crate::output::outln!(
             "[resource link {} {}]",
             text(block.get("uri")),
             text(block.get("name"))
-        ),
-        _ => println!("{block}"),
+        )?,
+        _ => crate::output::outln!("{block}")?,
     }
     Ok(())
 }
@@ -222,14 +222,14 @@ fn contents(contents: Option<&Value>) -> anyhow::Result<()> {
         .unwrap_or_default()
     {
         if let Some(body) = item.get("text").and_then(Value::as_str) {
-            println!("{body}");
+            crate::output::outln!("{body}")?;
         } else {
-            println!(
+            crate::output::outln!(
                 "[{} {}, {} bytes of base64]",
                 text(item.get("uri")),
                 text(item.get("mimeType")),
                 item.get("blob").and_then(Value::as_str).map_or(0, str::len)
-            );
+            )?;
         }
     }
     Ok(())
@@ -237,7 +237,7 @@ fn contents(contents: Option<&Value>) -> anyhow::Result<()> {
 
 fn prompt(result: &Value) -> anyhow::Result<()> {
     if let Some(description) = result.get("description").and_then(Value::as_str) {
-        println!("# {description}");
+        crate::output::outln!("# {description}")?;
     }
     for message in result
         .get("messages")
@@ -245,10 +245,10 @@ fn prompt(result: &Value) -> anyhow::Result<()> {
         .cloned()
         .unwrap_or_default()
     {
-        print!("{}: ", text(message.get("role")));
+        crate::output::out!("{}: ", text(message.get("role")))?;
         match message.get("content") {
             Some(block) => content_block(block)?,
-            None => println!(),
+            None => crate::output::outln!()?,
         }
     }
     Ok(())
