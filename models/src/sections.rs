@@ -618,9 +618,16 @@ fn json_chunks(
         return Vec::new();
     }
     let total: usize = elements.iter().map(|e| e.get().len() + 2).sum();
+    // Every chunk but the last holds more than `total / max_sections`, so there are at most
+    // `max_sections` of them.
+    let largest = elements
+        .iter()
+        .map(|e| e.get().len() + 2)
+        .max()
+        .unwrap_or(0);
     let target = settings
         .threshold_bytes
-        .max(total.div_ceil(settings.max_sections.max(2)));
+        .max(total.div_ceil(settings.max_sections.max(2)) + largest);
     // A chunk's text is `[\n`, the elements joined by `,\n`, then `\n]`.
     const BRACKETS: usize = 4;
     let mut runs: Vec<Range<usize>> = Vec::new();
@@ -1087,7 +1094,14 @@ mod tests {
         assert!(chunks[0].0.starts_with("$[0.."), "{chunks:?}");
         let all: Vec<u32> = chunks
             .iter()
-            .flat_map(|(_, t)| serde_json::from_str::<Vec<u32>>(t).expect("a chunk is JSON"))
+            .flat_map(|(_, t)| {
+                // A chunk is an array of elements; a chunk of one is that element.
+                match serde_json::from_str::<serde_json::Value>(t).expect("a chunk is JSON") {
+                    serde_json::Value::Array(items) => items,
+                    one => vec![one],
+                }
+            })
+            .map(|v| v.as_u64().expect("a number") as u32)
             .collect();
         assert_eq!(all, (0..100).collect::<Vec<_>>());
     }
