@@ -7,12 +7,14 @@ use std::io;
 #[non_exhaustive]
 pub enum UpstreamError {
     /// The child process could not be started.
-    #[error("could not start upstream server `{server}`: {source}")]
+    // The cause is part of the message (not a `source`), so a report that prints the chain
+    // (anyhow's `{:#}`) does not say it twice.
+    #[error("could not start upstream server `{server}`: {cause}")]
     Spawn {
-        /// The command line.
+        /// The command line, as configured (`${env:VAR}` references unresolved).
         server: String,
-        /// Why the operating system refused.
-        source: io::Error,
+        /// Why it could not start.
+        cause: io::Error,
     },
 }
 
@@ -24,12 +26,12 @@ pub enum ProxyError {
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
     /// The downstream (client) side could not be set up or written.
-    #[error("downstream {what}: {source}")]
+    #[error("downstream {what}: {cause}")]
     Downstream {
         /// What was being done.
         what: &'static str,
         /// The I/O error.
-        source: io::Error,
+        cause: io::Error,
     },
     /// No model of that name is linked into this binary.
     #[error("unknown proxy model `{name}`; the models in this binary are: {known}")]

@@ -110,9 +110,9 @@ impl Proxy {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|source| ProxyError::Downstream {
+            .map_err(|cause| ProxyError::Downstream {
                 what: "the async runtime could not start",
-                source,
+                cause,
             })?;
         runtime.block_on(async {
             tokio::select! {
@@ -128,9 +128,9 @@ impl Proxy {
 
     /// Serves the client on the process's stdin and stdout until the client closes stdin.
     pub async fn serve_stdio(self) -> Result<(), ProxyError> {
-        let (input, output) = stdio::stdio().map_err(|source| ProxyError::Downstream {
+        let (input, output) = stdio::stdio().map_err(|cause| ProxyError::Downstream {
             what: "stdio could not be opened",
-            source,
+            cause,
         })?;
         self.serve(input, output).await
     }
@@ -180,10 +180,10 @@ impl Proxy {
         reader.abort();
         match writer.await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(source)) if source.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-            Ok(Err(source)) => Err(ProxyError::Downstream {
+            Ok(Err(cause)) if cause.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            Ok(Err(cause)) => Err(ProxyError::Downstream {
                 what: "writing to the client failed",
-                source,
+                cause,
             }),
             Err(_) => Ok(()),
         }
@@ -194,9 +194,9 @@ impl Proxy {
 async fn terminated() -> Result<&'static str, ProxyError> {
     use tokio::signal::unix::{SignalKind, signal};
     let watch = |kind| {
-        signal(kind).map_err(|source| ProxyError::Downstream {
+        signal(kind).map_err(|cause| ProxyError::Downstream {
             what: "signals could not be watched",
-            source,
+            cause,
         })
     };
     let (mut term, mut int, mut hup) = (

@@ -15,8 +15,11 @@ use support::{Client, scripted_upstream};
 fn project() -> Project {
     Project::new("demo")
         .prompt(
-            ProjectPrompt::new("deploy-checklist", "Before deploying: run the migrations dry.")
-                .tags(["deploy", "database"]),
+            ProjectPrompt::new(
+                "deploy-checklist",
+                "Before deploying: run the migrations dry.",
+            )
+            .tags(["deploy", "database"]),
         )
         .prompt(ProjectPrompt::new(
             "style-guide",
@@ -109,12 +112,10 @@ async fn a_session_is_gated_until_begin_session_then_open() {
 
 #[tokio::test]
 async fn the_budget_keeps_the_best_prompts_that_fit_and_names_the_rest() {
-    let mut client = Client::initialized(
-        proxy().config(
-            "gate",
-            json!({"promptBudgetBytes": 100, "alwaysVisible": ["t"]}),
-        ),
-    )
+    let mut client = Client::initialized(proxy().config(
+        "gate",
+        json!({"promptBudgetBytes": 100, "alwaysVisible": ["t"]}),
+    ))
     .await;
     let listed = client.request("tools/list", json!({})).await;
     assert_eq!(

@@ -122,7 +122,7 @@ impl ServerSet {
         if merger.children.iter().all(|c| c.link.is_none()) {
             return Err(UpstreamError::Spawn {
                 server: self.to_string(),
-                source: std::io::Error::other(
+                cause: std::io::Error::other(
                     merger
                         .children
                         .iter()

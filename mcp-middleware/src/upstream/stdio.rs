@@ -91,7 +91,7 @@ impl StdioServer {
         let resolve = |text: &OsStr| {
             env_refs::resolve(text).map_err(|problem| UpstreamError::Spawn {
                 server: self.to_string(),
-                source: std::io::Error::other(problem),
+                cause: std::io::Error::other(problem),
             })
         };
         let mut command = Command::new(resolve(&self.command)?);
@@ -109,14 +109,14 @@ impl StdioServer {
         if let Some(dir) = &self.current_dir {
             command.current_dir(resolve(dir.as_os_str())?);
         }
-        let mut child = command.spawn().map_err(|source| UpstreamError::Spawn {
+        let mut child = command.spawn().map_err(|cause| UpstreamError::Spawn {
             server: self.to_string(),
-            source,
+            cause,
         })?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(UpstreamError::Spawn {
                 server: self.to_string(),
-                source: std::io::Error::other("the child's stdin or stdout was not piped"),
+                cause: std::io::Error::other("the child's stdin or stdout was not piped"),
             });
         };
         tracing::info!(server = %self, pid = child.id(), generation, "started upstream");
