@@ -337,6 +337,19 @@ fn page_view(node: &Node, base: &str, page: usize, page_bytes: usize) -> Result<
     Ok(format!("{body}\n\n{footer}"))
 }
 
+/// A title as one line of at most 120 characters.
+fn short_title(title: &str) -> String {
+    const MAX: usize = 120;
+    let line: String = title
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    match line.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line,
+    }
+}
+
 /// A table of contents: what was split, then one line per part (id, size, title).
 fn toc(node: &Node, parts: &[Node], base: &str, format: Format) -> String {
     let what = if node.title.is_empty() {
@@ -352,14 +365,14 @@ fn toc(node: &Node, parts: &[Node], base: &str, format: Format) -> String {
             paging::size(node.text().len())
         )
     };
-    let rows: Vec<(String, String, &str)> = parts
+    let rows: Vec<(String, String, String)> = parts
         .iter()
         .enumerate()
         .map(|(at, part)| {
             (
                 format!("{base}-{}", at + 1),
                 paging::size(part.text().len()),
-                part.title.as_str(),
+                short_title(&part.title),
             )
         })
         .collect();
@@ -405,6 +418,13 @@ mod tests {
             }
         }
         text
+    }
+
+    #[test]
+    fn titles_are_one_short_line() {
+        assert_eq!(short_title("a\nb"), "a b");
+        let long = "é".repeat(300);
+        assert_eq!(short_title(&long).chars().count(), 121);
     }
 
     #[test]
