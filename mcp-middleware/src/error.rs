@@ -33,6 +33,14 @@ pub enum ProxyError {
         /// The I/O error.
         cause: io::Error,
     },
+    /// The HTTP front could not listen on its address.
+    #[error("could not listen on {addr}: {cause}")]
+    Listen {
+        /// The address asked for.
+        addr: std::net::SocketAddr,
+        /// Why the operating system refused.
+        cause: io::Error,
+    },
     /// No model of that name is linked into this binary.
     #[error("unknown proxy model `{name}`; the models in this binary are: {known}")]
     UnknownModel {

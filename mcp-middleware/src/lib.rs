@@ -27,6 +27,7 @@
 //! - [`era`]: bridging 2025-11-25 (handshake) and 2026-07-28 (stateless) peers.
 //! - [`jsonrpc`]: the envelope, read without parsing payloads, and message writers.
 //! - [`transport`]: newline-delimited framing and the process's own stdio.
+//! - [`http`]: the streamable HTTP front.
 //! - [`upstream`]: the servers behind the proxy.
 //! - [`registry`]: the proxy models linked into a binary.
 #![forbid(unsafe_code)]
@@ -37,6 +38,7 @@ pub mod context;
 mod dispatch;
 pub mod era;
 pub mod error;
+pub mod http;
 pub mod jsonrpc;
 pub mod model;
 pub mod pattern;

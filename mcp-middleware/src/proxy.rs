@@ -4,6 +4,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
 use crate::error::ProxyError;
+use crate::http::{HttpOptions, HttpServer, SessionFactory};
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -187,6 +188,89 @@ impl Proxy {
             }),
             Err(_) => Ok(()),
         }
+    }
+}
+
+impl Proxy {
+    /// Serves MCP over streamable HTTP (SPEC T2) at `options.path` (default `/mcp`) on
+    /// `options.listen`, in tasks of the current runtime; returns once listening. Every HTTP
+    /// session runs its own upstream, started when the session starts; see [`crate::http`].
+    ///
+    /// ```no_run
+    /// use mcp_middleware::{Proxy, http::HttpOptions, upstream::StdioServer};
+    ///
+    /// # async fn run() -> Result<(), mcp_middleware::ProxyError> {
+    /// let options = HttpOptions::default().listen("127.0.0.1:0".parse().unwrap());
+    /// let server = Proxy::new(StdioServer::new("my-server")).serve_http(options).await?;
+    /// eprintln!("listening on {}", server.url());
+    /// server.shutdown_on(async { let _ = tokio::signal::ctrl_c().await; }).await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn serve_http(self, options: HttpOptions) -> Result<HttpServer, ProxyError> {
+        let listener = tokio::net::TcpListener::bind(options.listen)
+            .await
+            .map_err(|cause| ProxyError::Listen {
+                addr: options.listen,
+                cause,
+            })?;
+        self.serve_http_on(listener, options)
+    }
+
+    /// Serves MCP over streamable HTTP on a listener already bound (`options.listen` is not
+    /// used). Must be called inside a tokio runtime.
+    pub fn serve_http_on(
+        self,
+        listener: tokio::net::TcpListener,
+        options: HttpOptions,
+    ) -> Result<HttpServer, ProxyError> {
+        let chain = Arc::new(self.chain()?);
+        let addr = listener.local_addr().ok();
+        let factory = SessionFactory {
+            server: self.server,
+            options: self.options,
+            chain,
+            project: self.project,
+        };
+        crate::http::start(listener, factory, options).map_err(|cause| ProxyError::Listen {
+            addr: addr.unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
+            cause,
+        })
+    }
+
+    /// Serves MCP over streamable HTTP until the process gets SIGTERM, SIGINT or SIGHUP, then
+    /// shuts down gracefully ([`HttpServer::shutdown`]), on a runtime of its own: what a
+    /// binary's `main` calls. Logs the endpoint's URL (`tracing`, info) once listening.
+    ///
+    /// ```no_run
+    /// use mcp_middleware::{Proxy, http::HttpOptions, upstream::StdioServer};
+    ///
+    /// fn main() -> Result<(), mcp_middleware::ProxyError> {
+    ///     Proxy::new(StdioServer::new("my-server")).run_http(HttpOptions::default())
+    /// }
+    /// ```
+    pub fn run_http(self, options: HttpOptions) -> Result<(), ProxyError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|cause| ProxyError::Downstream {
+                what: "the async runtime could not start",
+                cause,
+            })?;
+        runtime.block_on(async {
+            let server = self.serve_http(options).await?;
+            tracing::info!(url = server.url(), "serving MCP over streamable HTTP");
+            let mut failed = None;
+            server
+                .shutdown_on(async {
+                    match terminated().await {
+                        Ok(name) => tracing::info!("{name}; stopping"),
+                        Err(err) => failed = Some(err),
+                    }
+                })
+                .await;
+            failed.map_or(Ok(()), Err)
+        })
     }
 }
 

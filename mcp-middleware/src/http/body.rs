@@ -1,0 +1,195 @@
+//! Response bodies: empty, one JSON object, or a Server-Sent Events stream fed by a channel.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper::body::{Bytes, Frame, SizeHint};
+use tokio::sync::mpsc;
+use tokio::time::{Interval, MissedTickBehavior};
+
+/// One message on its way to a client's SSE stream.
+#[derive(Debug, Clone)]
+pub(crate) struct Delivery {
+    /// The SSE event id; `None` on streams that are not resumable (2026-07-28 requests).
+    pub(crate) id: Option<Arc<str>>,
+    /// The JSON-RPC message.
+    pub(crate) line: Arc<str>,
+    /// Whether this is the response that completes the stream's request.
+    pub(crate) last: bool,
+}
+
+/// Something that must happen when a stream's body goes away (the client disconnected, or
+/// the stream ended): held by the body, run by its `Drop`.
+pub(crate) type OnDrop = Box<dyn Send + Sync>;
+
+/// The body of a response of the HTTP front.
+pub(crate) enum Body {
+    /// No body (`202 Accepted`, `200` to `DELETE`).
+    Empty,
+    /// A whole body sent at once.
+    Full(Option<Bytes>),
+    /// An SSE stream.
+    Sse(Box<SseBody>),
+}
+
+impl Body {
+    pub(crate) fn full(bytes: impl Into<Bytes>) -> Self {
+        Body::Full(Some(bytes.into()))
+    }
+}
+
+/// An SSE stream: a first chunk (priming event, `retry:`), then one event per delivery, with a
+/// comment line whenever the stream has been quiet for the keep-alive interval.
+pub(crate) struct SseBody {
+    head: Option<Bytes>,
+    deliveries: mpsc::UnboundedReceiver<Delivery>,
+    keep_alive: Option<Interval>,
+    ended: bool,
+    _on_drop: Option<OnDrop>,
+}
+
+impl SseBody {
+    pub(crate) fn new(
+        head: Option<Bytes>,
+        deliveries: mpsc::UnboundedReceiver<Delivery>,
+        keep_alive: Duration,
+        on_drop: Option<OnDrop>,
+    ) -> Self {
+        let keep_alive = (!keep_alive.is_zero()).then(|| {
+            let mut interval =
+                tokio::time::interval_at(tokio::time::Instant::now() + keep_alive, keep_alive);
+            interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            interval
+        });
+        Self {
+            head,
+            deliveries,
+            keep_alive,
+            ended: false,
+            _on_drop: on_drop,
+        }
+    }
+}
+
+/// The largest chunk gathered from queued deliveries before it is handed to the connection.
+const GATHER: usize = 64 * 1024;
+
+impl hyper::body::Body for Body {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            Body::Empty => Poll::Ready(None),
+            Body::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Body::Sse(sse) => sse
+                .poll_chunk(cx)
+                .map(|chunk| chunk.map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, Body::Empty | Body::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Body::Empty | Body::Full(None) => SizeHint::with_exact(0),
+            Body::Full(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
+            Body::Sse(_) => SizeHint::default(),
+        }
+    }
+}
+
+impl SseBody {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if let Some(head) = self.head.take() {
+            return Poll::Ready(Some(head));
+        }
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        let mut out = Vec::new();
+        while out.len() < GATHER {
+            match self.deliveries.poll_recv(cx) {
+                Poll::Ready(Some(delivery)) => {
+                    write_event(&mut out, delivery.id.as_deref(), &delivery.line);
+                    if delivery.last {
+                        self.ended = true;
+                        break;
+                    }
+                }
+                Poll::Ready(None) => {
+                    self.ended = true;
+                    break;
+                }
+                Poll::Pending => break,
+            }
+        }
+        if !out.is_empty() {
+            if let Some(keep_alive) = &mut self.keep_alive {
+                keep_alive.reset();
+            }
+            return Poll::Ready(Some(Bytes::from(out)));
+        }
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        if let Some(keep_alive) = &mut self.keep_alive
+            && keep_alive.poll_tick(cx).is_ready()
+        {
+            return Poll::Ready(Some(Bytes::from_static(b":\n\n")));
+        }
+        Poll::Pending
+    }
+}
+
+/// Appends one SSE event: `id:` when given, then the message as `data:`. A JSON message has no
+/// newline, but may have a carriage return as whitespace, which SSE would read as a line end:
+/// each such piece becomes a `data:` line of its own, and SSE joins them with `\n`, which is
+/// JSON whitespace too.
+pub(crate) fn write_event(out: &mut Vec<u8>, id: Option<&str>, data: &str) {
+    if let Some(id) = id {
+        out.extend_from_slice(b"id: ");
+        out.extend_from_slice(id.as_bytes());
+        out.push(b'\n');
+    }
+    for piece in data.split(['\r', '\n']) {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(piece.as_bytes());
+        out.push(b'\n');
+    }
+    out.push(b'\n');
+}
+
+/// The first chunk of a resumable stream: the reconnection delay and a priming event (an id
+/// with empty data), so a client that loses the connection before any message can resume.
+pub(crate) fn priming(id: &str, retry_ms: u64) -> Bytes {
+    let mut out = Vec::with_capacity(48);
+    out.extend_from_slice(format!("retry: {retry_ms}\n").as_bytes());
+    write_event(&mut out, Some(id), "");
+    Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_framed_as_sse() {
+        let mut out = Vec::new();
+        write_event(&mut out, Some("3-1"), r#"{"a":1}"#);
+        write_event(&mut out, None, "{\"a\":\r1}");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "id: 3-1\ndata: {\"a\":1}\n\ndata: {\"a\":\ndata: 1}\n\n"
+        );
+        assert_eq!(&priming("1-0", 500)[..], b"retry: 500\nid: 1-0\ndata: \n\n");
+    }
+}

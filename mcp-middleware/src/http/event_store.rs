@@ -1,0 +1,114 @@
+//! The event store: the SSE events of one session, kept for `Last-Event-ID` replay.
+//!
+//! Every event the proxy sends on a resumable stream is kept here, delivered or not, so a
+//! client whose connection broke can ask for everything after the last event it saw. The store
+//! is bounded by a count and by bytes; the oldest events go first. A resumption from an event
+//! the store no longer has replays what is left and says so in the log.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+/// A stream of one session: `0` is the standalone (GET) stream, `1..` one per request.
+pub(crate) type StreamId = u64;
+
+/// The events of one session.
+#[derive(Debug)]
+pub(crate) struct EventStore {
+    events: VecDeque<Stored>,
+    bytes: usize,
+    per_stream: HashMap<StreamId, usize>,
+    max_events: usize,
+    max_bytes: usize,
+}
+
+#[derive(Debug)]
+struct Stored {
+    stream: StreamId,
+    seq: u64,
+    line: Arc<str>,
+}
+
+impl EventStore {
+    pub(crate) fn new(max_events: usize, max_bytes: usize) -> Self {
+        Self {
+            events: VecDeque::new(),
+            bytes: 0,
+            per_stream: HashMap::new(),
+            max_events,
+            max_bytes,
+        }
+    }
+
+    /// Keeps event `seq` of `stream`, evicting the oldest events beyond the bounds.
+    pub(crate) fn push(&mut self, stream: StreamId, seq: u64, line: Arc<str>) {
+        if self.max_events == 0 || line.len() > self.max_bytes {
+            return;
+        }
+        self.bytes += line.len();
+        *self.per_stream.entry(stream).or_default() += 1;
+        self.events.push_back(Stored { stream, seq, line });
+        while self.events.len() > self.max_events || self.bytes > self.max_bytes {
+            let Some(old) = self.events.pop_front() else {
+                break;
+            };
+            self.bytes -= old.line.len();
+            if let Some(count) = self.per_stream.get_mut(&old.stream) {
+                *count -= 1;
+                if *count == 0 {
+                    self.per_stream.remove(&old.stream);
+                }
+            }
+        }
+    }
+
+    /// The events of `stream` after `seq`, oldest first, and whether any event between `seq`
+    /// and the first one returned was evicted.
+    pub(crate) fn after(&self, stream: StreamId, seq: u64) -> (Vec<(u64, Arc<str>)>, bool) {
+        let found: Vec<(u64, Arc<str>)> = self
+            .events
+            .iter()
+            .filter(|e| e.stream == stream && e.seq > seq)
+            .map(|e| (e.seq, e.line.clone()))
+            .collect();
+        let gap = found.first().is_some_and(|(first, _)| *first > seq + 1);
+        (found, gap)
+    }
+
+    /// How many events of `stream` are kept.
+    pub(crate) fn count(&self, stream: StreamId) -> usize {
+        self.per_stream.get(&stream).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replays_after_an_id_and_evicts_the_oldest() {
+        let mut store = EventStore::new(3, 1 << 20);
+        for seq in 1..=4 {
+            store.push(1, seq, Arc::from(format!("m{seq}")));
+        }
+        store.push(2, 1, Arc::from("other"));
+        // Bound of 3: events 1 and 2 of stream 1 are gone.
+        let (events, gap) = store.after(1, 0);
+        assert_eq!(events.iter().map(|e| e.0).collect::<Vec<_>>(), vec![3, 4]);
+        assert!(gap);
+        let (events, gap) = store.after(1, 3);
+        assert_eq!(events.len(), 1);
+        assert!(!gap);
+        assert_eq!(store.count(2), 1);
+        assert_eq!(store.count(1), 2);
+    }
+
+    #[test]
+    fn bounds_bytes_too() {
+        let mut store = EventStore::new(100, 10);
+        store.push(0, 1, Arc::from("123456"));
+        store.push(0, 2, Arc::from("123456"));
+        assert_eq!(store.after(0, 0).0.len(), 1);
+        store.push(0, 3, Arc::from("this one is over the limit"));
+        assert_eq!(store.after(0, 0).0.len(), 1);
+    }
+}

@@ -1,0 +1,218 @@
+//! DNS-rebinding protection: the `Host` and `Origin` checks every request passes first.
+//!
+//! A web page can make a browser send requests to `127.0.0.1` under a name its attacker controls
+//! (DNS rebinding). Such a request carries that name in `Host` and the page's origin in `Origin`,
+//! so the proxy accepts only loopback names (`localhost`, `127.0.0.1` and the rest of
+//! `127.0.0.0/8`, `[::1]`, with any port) and the hosts and origins configured in
+//! [`HttpOptions`]; anything else gets `403 Forbidden`. A request without `Origin` (curl, SDK
+//! clients) is checked by its `Host` alone.
+
+use super::options::HttpOptions;
+use super::reject::Reject;
+
+/// The configured allow lists, normalised once.
+#[derive(Debug)]
+pub(crate) struct Guard {
+    any_host: bool,
+    hosts: Vec<(String, Option<u16>)>,
+    any_origin: bool,
+    origins: Vec<String>,
+}
+
+impl Guard {
+    pub(crate) fn new(options: &HttpOptions) -> Self {
+        let any_host = options.allowed_hosts.iter().any(|h| h == "*");
+        let hosts = options
+            .allowed_hosts
+            .iter()
+            .filter(|h| *h != "*")
+            .filter_map(|h| split_host(h))
+            .map(|(name, port)| (name.to_ascii_lowercase(), port))
+            .collect();
+        let any_origin = options.allowed_origins.iter().any(|o| o == "*");
+        let origins = options
+            .allowed_origins
+            .iter()
+            .filter(|o| *o != "*")
+            .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
+            .collect();
+        Self {
+            any_host,
+            hosts,
+            any_origin,
+            origins,
+        }
+    }
+
+    /// Checks `Host` and `Origin` (either may be missing).
+    pub(crate) fn check(&self, host: Option<&str>, origin: Option<&str>) -> Result<(), Reject> {
+        if let Some(host) = host
+            && !self.host_allowed(host)
+        {
+            return Err(Reject::forbidden(format!(
+                "Forbidden: Host `{host}` is not allowed (DNS-rebinding protection); \
+                 the proxy accepts loopback hosts and those configured with allowed hosts"
+            )));
+        }
+        if let Some(origin) = origin
+            && !self.origin_allowed(origin)
+        {
+            return Err(Reject::forbidden(format!(
+                "Forbidden: Origin `{origin}` is not allowed (DNS-rebinding protection); \
+                 the proxy accepts loopback origins and those configured with allowed origins"
+            )));
+        }
+        Ok(())
+    }
+
+    fn host_allowed(&self, host: &str) -> bool {
+        if self.any_host {
+            return true;
+        }
+        let Some((name, port)) = split_host(host) else {
+            return false;
+        };
+        if is_loopback(name) {
+            return true;
+        }
+        let name = name.to_ascii_lowercase();
+        self.hosts.iter().any(|(allowed, allowed_port)| {
+            *allowed == name && allowed_port.is_none_or(|p| Some(p) == port)
+        })
+    }
+
+    fn origin_allowed(&self, origin: &str) -> bool {
+        if self.any_origin {
+            return true;
+        }
+        let normalised = origin.trim_end_matches('/').to_ascii_lowercase();
+        if self.origins.contains(&normalised) {
+            return true;
+        }
+        let Some(authority) = normalised
+            .strip_prefix("http://")
+            .or_else(|| normalised.strip_prefix("https://"))
+        else {
+            // `null` (a sandboxed page, a file) and other schemes.
+            return false;
+        };
+        split_host(authority).is_some_and(|(name, _)| is_loopback(name))
+    }
+}
+
+/// Splits `name[:port]` or `[v6]:port` into the name (brackets kept) and the port.
+fn split_host(host: &str) -> Option<(&str, Option<u16>)> {
+    let host = host.trim();
+    if host.is_empty() || host.contains(['/', '@', ' ']) {
+        return None;
+    }
+    if host.starts_with('[') {
+        let end = host.find(']')?;
+        let (name, rest) = host.split_at(end + 1);
+        return match rest.strip_prefix(':') {
+            Some(port) => Some((name, Some(port.parse().ok()?))),
+            None if rest.is_empty() => Some((name, None)),
+            None => None,
+        };
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if !name.contains(':') => Some((name, Some(port.parse().ok()?))),
+        Some(_) => None,
+        None => Some((host, None)),
+    }
+}
+
+fn is_loopback(name: &str) -> bool {
+    if name.eq_ignore_ascii_case("localhost") || name == "[::1]" {
+        return true;
+    }
+    name.parse::<std::net::Ipv4Addr>()
+        .is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guard(hosts: &[&str], origins: &[&str]) -> Guard {
+        let options = HttpOptions {
+            allowed_hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            allowed_origins: origins.iter().map(|o| o.to_string()).collect(),
+            ..HttpOptions::default()
+        };
+        Guard::new(&options)
+    }
+
+    #[test]
+    fn loopback_hosts_and_origins_pass_by_default() {
+        let g = guard(&[], &[]);
+        for host in [
+            "localhost",
+            "localhost:3000",
+            "127.0.0.1:8080",
+            "127.1.2.3",
+            "[::1]:9",
+            "LOCALHOST",
+        ] {
+            assert!(g.check(Some(host), None).is_ok(), "{host}");
+        }
+        for origin in [
+            "http://localhost:3000",
+            "https://127.0.0.1",
+            "http://[::1]:80/",
+        ] {
+            assert!(g.check(Some("localhost"), Some(origin)).is_ok(), "{origin}");
+        }
+        assert!(g.check(None, None).is_ok());
+    }
+
+    #[test]
+    fn other_hosts_and_origins_are_forbidden() {
+        let g = guard(&[], &[]);
+        for host in [
+            "evil.example.com",
+            "evil.example.com:80",
+            "127.0.0.1.evil.com",
+            "[::2]:1",
+            "a:b:c",
+            "",
+        ] {
+            assert!(g.check(Some(host), None).is_err(), "{host}");
+        }
+        for origin in [
+            "http://evil.example.com",
+            "null",
+            "file://",
+            "http://localhost.evil.com",
+        ] {
+            assert!(
+                g.check(Some("localhost"), Some(origin)).is_err(),
+                "{origin}"
+            );
+        }
+    }
+
+    #[test]
+    fn configured_hosts_and_origins_pass() {
+        let g = guard(
+            &["mcp.example.com", "api.example.com:8443"],
+            &["https://app.example.com"],
+        );
+        assert!(g.check(Some("MCP.example.com:1234"), None).is_ok());
+        assert!(g.check(Some("api.example.com:8443"), None).is_ok());
+        assert!(g.check(Some("api.example.com:8444"), None).is_err());
+        assert!(
+            g.check(Some("localhost"), Some("https://app.example.com/"))
+                .is_ok()
+        );
+        assert!(
+            g.check(Some("localhost"), Some("http://app.example.com"))
+                .is_err()
+        );
+        let open = guard(&["*"], &["*"]);
+        assert!(
+            open.check(Some("anything.example"), Some("http://x.example"))
+                .is_ok()
+        );
+    }
+}

@@ -1,0 +1,673 @@
+//! One HTTP request to the MCP endpoint: checks, then POST (a message in), GET (a stream out)
+//! or DELETE (end the session).
+
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::{Body as _, Incoming};
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{Map, Value};
+
+use super::body::{Body, SseBody, write_event};
+use super::guard::Guard;
+use super::registry::{Registry, SessionHandle, StatelessKey};
+use super::reject::{HEADER_MISMATCH, Reject};
+use super::streams::Opened;
+use crate::era::{self, STATELESS_VERSION, UNSUPPORTED_PROTOCOL_VERSION};
+use crate::jsonrpc::{self, Message};
+
+const SESSION_ID: &str = "mcp-session-id";
+const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+const LAST_EVENT_ID: &str = "last-event-id";
+const MCP_METHOD: &str = "mcp-method";
+const MCP_NAME: &str = "mcp-name";
+
+/// The protocol versions the HTTP front accepts in `MCP-Protocol-Version`.
+pub const SUPPORTED_VERSIONS: [&str; 5] = [
+    "2024-11-05",
+    "2025-03-26",
+    "2025-06-18",
+    "2025-11-25",
+    STATELESS_VERSION,
+];
+
+/// How long a request body may take to arrive.
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Serves one request; never fails (a refusal is a response too).
+pub(crate) async fn handle(
+    registry: Arc<Registry>,
+    guard: Arc<Guard>,
+    request: Request<Incoming>,
+) -> Response<Body> {
+    let origin = request
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|o| o.to_str().ok())
+        .map(str::to_owned);
+    let method = request.method().clone();
+    let mut response = match dispatch(&registry, &guard, request).await {
+        Ok(response) => response,
+        Err(reject) => {
+            if reject.status.is_server_error() {
+                tracing::warn!(%method, status = %reject.status, "{}", reject.message);
+            } else {
+                tracing::debug!(%method, status = %reject.status, "{}", reject.message);
+            }
+            rejected(&reject)
+        }
+    };
+    // Browsers may read the response when the origin passed the guard.
+    if let Some(origin) = origin
+        && guard.check(None, Some(&origin)).is_ok()
+        && let Ok(value) = HeaderValue::from_str(&origin)
+    {
+        let headers = response.headers_mut();
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
+        headers.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("mcp-session-id"),
+        );
+        headers.append(header::VARY, HeaderValue::from_static("origin"));
+    }
+    response
+}
+
+async fn dispatch(
+    registry: &Arc<Registry>,
+    guard: &Guard,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Reject> {
+    let path = &registry.options().path;
+    if request.uri().path() != path {
+        return Err(Reject::new(
+            StatusCode::NOT_FOUND,
+            jsonrpc::INVALID_REQUEST,
+            format!("Not Found: the MCP endpoint is {path}"),
+        ));
+    }
+    let headers = request.headers();
+    guard.check(
+        text(headers, header::HOST.as_str()),
+        text(headers, "origin"),
+    )?;
+    match *request.method() {
+        Method::POST => post(registry, request).await,
+        Method::GET => get(registry, request.headers()),
+        Method::DELETE => delete(registry, request.headers()),
+        Method::OPTIONS => Ok(preflight(request.headers())),
+        _ => Err(method_not_allowed(format!(
+            "Method Not Allowed: the MCP endpoint takes POST, GET and DELETE, not {}",
+            request.method()
+        ))),
+    }
+}
+
+// ------------------------------------------------------------------------------------- POST
+
+async fn post(
+    registry: &Arc<Registry>,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Reject> {
+    registry.check_open()?;
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
+    if !accepts(headers, "application/json") || !accepts(headers, "text/event-stream") {
+        return Err(Reject::new(
+            StatusCode::NOT_ACCEPTABLE,
+            jsonrpc::INVALID_REQUEST,
+            "Not Acceptable: a POST must accept both application/json and text/event-stream",
+        ));
+    }
+    let is_json = text(headers, header::CONTENT_TYPE.as_str())
+        .is_some_and(|t| media_type(t).eq_ignore_ascii_case("application/json"));
+    if !is_json {
+        return Err(Reject::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            jsonrpc::INVALID_REQUEST,
+            "Unsupported Media Type: the body must be Content-Type: application/json",
+        ));
+    }
+    let version = protocol_version(headers)?;
+    let max = registry.options().max_body_bytes;
+    let bytes = read_body(body, max, headers).await?;
+    let line = String::from_utf8(bytes).map_err(|err| {
+        Reject::new(
+            StatusCode::BAD_REQUEST,
+            jsonrpc::PARSE_ERROR,
+            format!(
+                "Parse error: the body is not UTF-8 (invalid byte at offset {})",
+                err.utf8_error().valid_up_to()
+            ),
+        )
+    })?;
+    let message = Message::parse(&line).map_err(|malformed| {
+        Reject::new(StatusCode::BAD_REQUEST, malformed.code, malformed.message)
+            .with_id(malformed.id.as_deref())
+    })?;
+    let session_header = text(headers, SESSION_ID);
+    match message {
+        Message::Request { id, method, params } => {
+            let (handle, created) = if method == "initialize" {
+                // A new session, unless it names one that is open (a second initialize on a
+                // session goes to that session, as on stdio).
+                match session_header.and_then(|sid| registry.find(sid)) {
+                    Some(handle) => (handle, false),
+                    None => (registry.create().map_err(|r| r.with_id(Some(id)))?, true),
+                }
+            } else if let Some(sid) = session_header {
+                let handle = registry
+                    .find(sid)
+                    .ok_or_else(|| Reject::session_not_found().with_id(Some(id)))?;
+                (handle, false)
+            } else if version == Some(STATELESS_VERSION) || params.is_some_and(era::has_envelope) {
+                let key = check_stateless(headers, version, id, &method, params)?;
+                (
+                    registry.stateless(key).map_err(|r| r.with_id(Some(id)))?,
+                    false,
+                )
+            } else {
+                return Err(Reject::bad_request(
+                    "Bad Request: Mcp-Session-Id header is required; start a session with \
+                     `initialize` (or send 2026-07-28 requests, which need none)",
+                )
+                .with_id(Some(id)));
+            };
+            let stateless = handle.id.starts_with("stateless:");
+            let opened = {
+                let mut streams = handle
+                    .streams
+                    .lock()
+                    .map_err(|_| Reject::session_not_found())?;
+                streams.open_request(&handle.streams, &line, id, &method, params)?
+            };
+            request_response(registry, &handle, opened, created, stateless).await
+        }
+        Message::Notification { method, params } => {
+            let Some(handle) = session_for_message(registry, session_header, version)? else {
+                return Ok(accepted());
+            };
+            if method == "notifications/cancelled"
+                && let Some(request_id) = params
+                    .and_then(|p| serde_json::from_str::<Map<String, Value>>(p).ok())
+                    .and_then(|p| p.get("requestId").map(Value::to_string))
+                && let Ok(mut streams) = handle.streams.lock()
+            {
+                streams.cancelled_by_client(&request_id);
+            }
+            handle.send(line).await?;
+            Ok(accepted())
+        }
+        Message::Result { .. } | Message::Error { .. } => {
+            let Some(handle) = session_for_message(registry, session_header, version)? else {
+                return Err(Reject::bad_request(
+                    "Bad Request: 2026-07-28 clients send no responses (input comes back as \
+                     `inputResponses` on a retried request)",
+                ));
+            };
+            handle.send(line).await?;
+            Ok(accepted())
+        }
+    }
+}
+
+/// The session a notification or response belongs to; `None` for a 2026-07-28 client, whose
+/// notifications mean nothing over HTTP (a request is cancelled by closing its stream).
+fn session_for_message(
+    registry: &Registry,
+    session_header: Option<&str>,
+    version: Option<&str>,
+) -> Result<Option<Arc<SessionHandle>>, Reject> {
+    match session_header {
+        Some(sid) => registry
+            .find(sid)
+            .map(Some)
+            .ok_or_else(Reject::session_not_found),
+        None if version == Some(STATELESS_VERSION) => Ok(None),
+        None => Err(Reject::bad_request(
+            "Bad Request: Mcp-Session-Id header is required; start a session with `initialize`",
+        )),
+    }
+}
+
+/// Sends the request into its session and answers with its stream.
+async fn request_response(
+    registry: &Registry,
+    handle: &Arc<SessionHandle>,
+    opened: Opened,
+    created: bool,
+    stateless: bool,
+) -> Result<Response<Body>, Reject> {
+    let Opened {
+        stream,
+        line,
+        mut deliveries,
+        guard,
+        priming,
+    } = opened;
+    tracing::trace!(session = %super::registry::short(&handle.id), stream, "request stream opened");
+    handle.send(line).await?;
+    let keep_alive = registry.options().keep_alive;
+    if !stateless {
+        let body = SseBody::new(priming, deliveries, keep_alive, Some(guard.boxed()));
+        let mut response = sse_response(Body::Sse(Box::new(body)));
+        if created && let Ok(value) = HeaderValue::from_str(&handle.id) {
+            response.headers_mut().insert(SESSION_ID, value);
+        }
+        return Ok(response);
+    }
+    // Stateless: a lone response goes out as JSON with a status that matches it; anything
+    // before it (progress, logs), or a long wait, turns the answer into an SSE stream.
+    let first = match tokio::time::timeout(registry.options().json_window, deliveries.recv()).await
+    {
+        Ok(Some(first)) if first.last => {
+            let status = status_for(&first.line);
+            drop(guard);
+            return Ok(json_response(status, first.line.to_string()));
+        }
+        Ok(Some(first)) => {
+            let mut head = Vec::new();
+            write_event(&mut head, None, &first.line);
+            Some(head.into())
+        }
+        Ok(None) => {
+            return Err(Reject::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                jsonrpc::INTERNAL_ERROR,
+                "Internal error: the request ended without a response",
+            ));
+        }
+        Err(_) => None,
+    };
+    let body = SseBody::new(first, deliveries, keep_alive, Some(guard.boxed()));
+    Ok(sse_response(Body::Sse(Box::new(body))))
+}
+
+/// The HTTP status a 2026-07-28 answer goes out with.
+fn status_for(line: &str) -> StatusCode {
+    let code = match Message::parse(line) {
+        Ok(Message::Error { error, .. }) => serde_json::from_str::<Value>(error)
+            .ok()
+            .and_then(|e| e.get("code")?.as_i64()),
+        _ => None,
+    };
+    match code {
+        Some(jsonrpc::METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
+        Some(HEADER_MISMATCH | -32021 | UNSUPPORTED_PROTOCOL_VERSION) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    }
+}
+
+/// The 2026-07-28 header checks (the headers mirror the body), and the key of the stateless
+/// session the request belongs to.
+fn check_stateless(
+    headers: &HeaderMap,
+    version: Option<&str>,
+    id: &str,
+    method: &str,
+    params: Option<&str>,
+) -> Result<StatelessKey, Reject> {
+    let params: Map<String, Value> = params
+        .and_then(|p| serde_json::from_str(p).ok())
+        .unwrap_or_default();
+    let meta = params.get("_meta");
+    let envelope_version = meta
+        .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+        .and_then(Value::as_str);
+    let mismatch = |message: String| {
+        Reject::new(StatusCode::BAD_REQUEST, HEADER_MISMATCH, message).with_id(Some(id))
+    };
+    if let Some(envelope_version) = envelope_version
+        && version != Some(envelope_version)
+    {
+        return Err(mismatch(format!(
+            "Header mismatch: MCP-Protocol-Version `{}` does not match the envelope's \
+             protocol version `{envelope_version}`",
+            version.unwrap_or("(missing)")
+        )));
+    }
+    let requested = envelope_version.or(version).unwrap_or_default();
+    if requested != STATELESS_VERSION {
+        let data = serde_json::json!({ "supported": [STATELESS_VERSION], "requested": requested });
+        return Err(Reject::new(
+            StatusCode::BAD_REQUEST,
+            UNSUPPORTED_PROTOCOL_VERSION,
+            format!("Unsupported protocol version `{requested}` for a request without a session"),
+        )
+        .with_id(Some(id))
+        .with_data(data.to_string()));
+    }
+    if text(headers, MCP_METHOD) != Some(method) {
+        return Err(mismatch(format!(
+            "Header mismatch: Mcp-Method `{}` does not match the body's method `{method}`",
+            text(headers, MCP_METHOD).unwrap_or("(missing)")
+        )));
+    }
+    let name_key = match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    };
+    if let Some(key) = name_key
+        && let Some(body_value) = params.get(key).and_then(Value::as_str)
+    {
+        let header = text(headers, MCP_NAME).map(decode_header_value);
+        if header.as_deref() != Some(body_value) {
+            return Err(mismatch(format!(
+                "Header mismatch: Mcp-Name does not match the body's `{key}` `{body_value}`"
+            )));
+        }
+    }
+    let client = meta
+        .and_then(|m| m.get("io.modelcontextprotocol/clientInfo"))
+        .and_then(|info| info.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    Ok(StatelessKey { client })
+}
+
+/// A header value with the `=?base64?...?=` sentinel decoded.
+fn decode_header_value(value: &str) -> String {
+    value
+        .strip_prefix("=?base64?")
+        .and_then(|rest| rest.strip_suffix("?="))
+        .and_then(base64_decode)
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .unwrap_or_else(|| value.to_owned())
+}
+
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for byte in text.bytes().filter(|b| *b != b'=') {
+        let value = match byte {
+            b'A'..=b'Z' => byte - b'A',
+            b'a'..=b'z' => byte - b'a' + 26,
+            b'0'..=b'9' => byte - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(value);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+// -------------------------------------------------------------------------------------- GET
+
+fn get(registry: &Registry, headers: &HeaderMap) -> Result<Response<Body>, Reject> {
+    registry.check_open()?;
+    let version = protocol_version(headers)?;
+    if version == Some(STATELESS_VERSION) {
+        return Err(method_not_allowed(
+            "Method Not Allowed: 2026-07-28 has no GET stream; change notifications come on \
+             a `subscriptions/listen` request's stream",
+        ));
+    }
+    if !accepts(headers, "text/event-stream") {
+        return Err(Reject::new(
+            StatusCode::NOT_ACCEPTABLE,
+            jsonrpc::INVALID_REQUEST,
+            "Not Acceptable: a GET must accept text/event-stream",
+        ));
+    }
+    let handle = session_of(registry, headers)?;
+    let attached = {
+        let mut streams = handle
+            .streams
+            .lock()
+            .map_err(|_| Reject::session_not_found())?;
+        streams.attach(&handle.streams, text(headers, LAST_EVENT_ID))?
+    };
+    handle.touch();
+    let body = SseBody::new(
+        Some(attached.priming),
+        attached.deliveries,
+        registry.options().keep_alive,
+        attached.guard.map(|g| g.boxed()),
+    );
+    Ok(sse_response(Body::Sse(Box::new(body))))
+}
+
+// ----------------------------------------------------------------------------------- DELETE
+
+fn delete(registry: &Registry, headers: &HeaderMap) -> Result<Response<Body>, Reject> {
+    let id = text(headers, SESSION_ID).ok_or_else(|| {
+        Reject::bad_request("Bad Request: DELETE needs the Mcp-Session-Id of the session to end")
+    })?;
+    if !registry.remove(id, "the client ended the session") {
+        return Err(Reject::session_not_found());
+    }
+    tracing::info!(session = %super::registry::short(id), "HTTP session ended by the client");
+    Ok(Response::new(Body::Empty))
+}
+
+fn session_of(registry: &Registry, headers: &HeaderMap) -> Result<Arc<SessionHandle>, Reject> {
+    let id = text(headers, SESSION_ID)
+        .ok_or_else(|| Reject::bad_request("Bad Request: Mcp-Session-Id header is required"))?;
+    registry.find(id).ok_or_else(Reject::session_not_found)
+}
+
+// ---------------------------------------------------------------------------------- helpers
+
+fn text<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// `MCP-Protocol-Version`, if given; an unknown version is refused.
+fn protocol_version(headers: &HeaderMap) -> Result<Option<&'static str>, Reject> {
+    let Some(value) = headers.get(PROTOCOL_VERSION) else {
+        return Ok(None);
+    };
+    let value = value.to_str().unwrap_or_default().trim();
+    match SUPPORTED_VERSIONS.iter().find(|v| **v == value) {
+        Some(known) => Ok(Some(known)),
+        None => {
+            let data = serde_json::json!({ "supported": SUPPORTED_VERSIONS, "requested": value });
+            Err(Reject::new(
+                StatusCode::BAD_REQUEST,
+                UNSUPPORTED_PROTOCOL_VERSION,
+                format!(
+                    "Bad Request: unsupported MCP-Protocol-Version `{value}` (supported: {})",
+                    SUPPORTED_VERSIONS.join(", ")
+                ),
+            )
+            .with_data(data.to_string()))
+        }
+    }
+}
+
+fn media_type(value: &str) -> &str {
+    value.split(';').next().unwrap_or_default().trim()
+}
+
+/// Whether `Accept` admits `wanted` (wildcards count).
+fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
+    let (kind, _) = wanted.split_once('/').unwrap_or((wanted, ""));
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(media_type)
+        .any(|m| {
+            m.eq_ignore_ascii_case(wanted)
+                || m == "*/*"
+                || m.strip_suffix("/*")
+                    .is_some_and(|k| k.eq_ignore_ascii_case(kind))
+        })
+}
+
+async fn read_body(mut body: Incoming, max: usize, headers: &HeaderMap) -> Result<Vec<u8>, Reject> {
+    let too_large = || {
+        Reject::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            jsonrpc::INVALID_REQUEST,
+            format!("Payload Too Large: the body is over the proxy's limit of {max} bytes"),
+        )
+    };
+    let declared =
+        text(headers, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > max as u64) {
+        return Err(too_large());
+    }
+    let read = async {
+        let mut out = Vec::with_capacity(declared.map_or(1024, |len| len as usize));
+        while let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+            let frame = frame.map_err(|err| {
+                Reject::bad_request(format!("Bad Request: reading the body failed: {err}"))
+            })?;
+            if let Ok(data) = frame.into_data() {
+                if out.len() + data.len() > max {
+                    return Err(too_large());
+                }
+                out.extend_from_slice(&data);
+            }
+        }
+        Ok(out)
+    };
+    tokio::time::timeout(BODY_TIMEOUT, read)
+        .await
+        .map_err(|_| {
+            Reject::new(
+                StatusCode::REQUEST_TIMEOUT,
+                jsonrpc::INVALID_REQUEST,
+                format!(
+                    "Request Timeout: the body took over {} s",
+                    BODY_TIMEOUT.as_secs()
+                ),
+            )
+        })?
+}
+
+fn accepted() -> Response<Body> {
+    let mut response = Response::new(Body::Empty);
+    *response.status_mut() = StatusCode::ACCEPTED;
+    response
+}
+
+fn json_response(status: StatusCode, body: String) -> Response<Body> {
+    let mut response = Response::new(Body::full(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn sse_response(body: Body) -> Response<Body> {
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+fn method_not_allowed(message: impl Into<String>) -> Reject {
+    Reject::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        jsonrpc::INVALID_REQUEST,
+        message,
+    )
+}
+
+fn rejected(reject: &Reject) -> Response<Body> {
+    let mut response = json_response(reject.status, reject.body());
+    if reject.status == StatusCode::METHOD_NOT_ALLOWED {
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+    }
+    if reject.status == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    }
+    response
+}
+
+/// A CORS preflight: the methods and headers the endpoint takes.
+fn preflight(headers: &HeaderMap) -> Response<Body> {
+    let mut response = Response::new(Body::Empty);
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    let out = response.headers_mut();
+    out.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, DELETE"),
+    );
+    let allow = headers
+        .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
+        .cloned()
+        .unwrap_or_else(|| {
+            HeaderValue::from_static(
+                "content-type, accept, authorization, mcp-session-id, mcp-protocol-version, \
+                 last-event-id, mcp-method, mcp-name",
+            )
+        });
+    out.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, allow);
+    out.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("600"),
+    );
+    out.insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_sentinels_decode() {
+        assert_eq!(
+            decode_header_value("=?base64?SGVsbG8sIOS4lueVjA==?="),
+            "Hello, 世界"
+        );
+        assert_eq!(decode_header_value("plain"), "plain");
+        assert_eq!(decode_header_value("=?base64?!!?="), "=?base64?!!?=");
+    }
+
+    #[test]
+    fn accept_admits_wildcards() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json;q=1, text/*"),
+        );
+        assert!(accepts(&headers, "application/json"));
+        assert!(accepts(&headers, "text/event-stream"));
+        headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        assert!(!accepts(&headers, "text/event-stream"));
+    }
+
+    #[test]
+    fn stateless_errors_map_to_statuses() {
+        assert_eq!(
+            status_for(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"x"}}"#),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            status_for(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x"}}"#),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            status_for(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            StatusCode::OK
+        );
+    }
+}

@@ -1,0 +1,150 @@
+//! [`HttpOptions`]: the settings of the streamable HTTP front.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+/// Settings of the streamable HTTP front ([`Proxy::serve_http`](crate::Proxy::serve_http)).
+///
+/// The defaults are safe for a local proxy: bound to `127.0.0.1:8080`, only loopback `Host` and
+/// `Origin` values accepted (DNS-rebinding protection), 4 MiB request bodies, 256 sessions,
+/// sessions ended after 10 idle minutes.
+///
+/// ```
+/// use std::time::Duration;
+/// use mcp_middleware::http::HttpOptions;
+///
+/// let options = HttpOptions::default()
+///     .listen("127.0.0.1:0".parse().unwrap())
+///     .allow_host("mcp.example.com")
+///     .allow_origin("https://app.example.com")
+///     .max_sessions(32)
+///     .idle_timeout(Duration::from_secs(60));
+/// assert_eq!(options.max_sessions, 32);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct HttpOptions {
+    /// Where to listen. Default `127.0.0.1:8080`: loopback only.
+    pub listen: SocketAddr,
+    /// The endpoint's path. Default `/mcp`.
+    pub path: String,
+    /// `Host` values accepted besides the loopback names (`localhost`, `127.0.0.1`, `[::1]`,
+    /// with any port). Each entry is a host name, optionally with a port (`mcp.example.com`,
+    /// `mcp.example.com:8443`); `*` accepts any host (turning the DNS-rebinding check of `Host`
+    /// off).
+    pub allowed_hosts: Vec<String>,
+    /// `Origin` values accepted besides loopback origins (`http://localhost:PORT` and the
+    /// like). Each entry is an origin (`https://app.example.com`) or `*`. A request without
+    /// `Origin` (any non-browser client) is not checked.
+    pub allowed_origins: Vec<String>,
+    /// The largest request body accepted, in bytes; a larger one gets `413`. Default 4 MiB.
+    pub max_body_bytes: usize,
+    /// How many sessions (stateful and stateless together) may be open at once; one more gets
+    /// `503`. Each session runs its own upstream. Default 256.
+    pub max_sessions: usize,
+    /// A session with no request and no open stream for this long is ended (and its upstream
+    /// stopped). Default 10 minutes.
+    pub idle_timeout: Duration,
+    /// How many SSE events each session keeps for `Last-Event-ID` replay; the oldest are
+    /// dropped first. Default 1,024.
+    pub event_store_events: usize,
+    /// How many bytes of SSE events each session keeps for replay. Default 8 MiB.
+    pub event_store_bytes: usize,
+    /// How often an idle SSE stream gets a comment line, so intermediaries keep it open and a
+    /// vanished client is noticed. Default 15 s.
+    pub keep_alive: Duration,
+    /// The reconnection delay (`retry:`) announced on every resumable SSE stream, in ms.
+    /// Default 1,000.
+    pub sse_retry_ms: u64,
+    /// How long a stateless (2026-07-28) request may wait for its first message before its
+    /// response turns into an SSE stream; until then a lone response goes out as one JSON
+    /// body with an HTTP status that matches it (`404` for an unknown method, ...). Default 1 s.
+    pub json_window: Duration,
+    /// On shutdown, how long requests in flight may take to finish before their sessions are
+    /// ended anyway. Default 5 s.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
+            path: "/mcp".to_owned(),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            max_body_bytes: 4 * 1024 * 1024,
+            max_sessions: 256,
+            idle_timeout: Duration::from_secs(600),
+            event_store_events: 1024,
+            event_store_bytes: 8 * 1024 * 1024,
+            keep_alive: Duration::from_secs(15),
+            sse_retry_ms: 1000,
+            json_window: Duration::from_secs(1),
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+impl HttpOptions {
+    /// Sets the address to listen on (port `0`: any free port; see
+    /// [`HttpServer::local_addr`](crate::http::HttpServer::local_addr)).
+    pub fn listen(mut self, addr: SocketAddr) -> Self {
+        self.listen = addr;
+        self
+    }
+
+    /// Sets the endpoint's path (default `/mcp`).
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.path = path.into();
+        self
+    }
+
+    /// Accepts one more `Host` value (see [`allowed_hosts`](Self::allowed_hosts)).
+    pub fn allow_host(mut self, host: impl Into<String>) -> Self {
+        self.allowed_hosts.push(host.into());
+        self
+    }
+
+    /// Accepts one more `Origin` value (see [`allowed_origins`](Self::allowed_origins)).
+    pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
+        self.allowed_origins.push(origin.into());
+        self
+    }
+
+    /// Sets the request body limit in bytes.
+    pub fn max_body_bytes(mut self, bytes: usize) -> Self {
+        self.max_body_bytes = bytes;
+        self
+    }
+
+    /// Sets how many sessions may be open at once.
+    pub fn max_sessions(mut self, sessions: usize) -> Self {
+        self.max_sessions = sessions;
+        self
+    }
+
+    /// Sets how long an idle session lives.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets how many events (and bytes) each session keeps for replay.
+    pub fn event_store(mut self, events: usize, bytes: usize) -> Self {
+        self.event_store_events = events;
+        self.event_store_bytes = bytes;
+        self
+    }
+
+    /// Sets the SSE keep-alive interval.
+    pub fn keep_alive(mut self, interval: Duration) -> Self {
+        self.keep_alive = interval;
+        self
+    }
+
+    /// Sets how long shutdown waits for requests in flight.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+}

@@ -1,0 +1,396 @@
+//! The session registry: every open HTTP session, how one starts and how it ends.
+//!
+//! A session here is one core [`Session`] (its own upstream, model state and forwarding loop)
+//! plus the [`Streams`] its messages travel on, and a router task that moves each message the
+//! core session writes for the client onto its stream. Stateful sessions are found by their
+//! `Mcp-Session-Id` (128 random bits, hex); stateless ones by their [`StatelessKey`]. The
+//! registry enforces the session limit, ends idle sessions, and ends them all at shutdown.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hyper::StatusCode;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::event_store::EventStore;
+use super::options::HttpOptions;
+use super::reject::Reject;
+use super::streams::Streams;
+use crate::chain::Chain;
+use crate::jsonrpc;
+use crate::project::Project;
+use crate::session::{Event, Session, SessionOptions};
+use crate::transport::Frame;
+use crate::upstream::Upstream;
+
+/// What every session is started from.
+pub(crate) struct SessionFactory {
+    pub(crate) server: Upstream,
+    pub(crate) options: SessionOptions,
+    pub(crate) chain: Arc<Chain>,
+    pub(crate) project: Option<Arc<Project>>,
+}
+
+/// What stateless (2026-07-28) requests share a session by: the client's name from the request
+/// envelope (`io.modelcontextprotocol/clientInfo`). The resolved identity joins it when the
+/// HTTP front authenticates clients.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct StatelessKey {
+    pub(crate) client: String,
+}
+
+/// One open session.
+pub(crate) struct SessionHandle {
+    pub(crate) id: Arc<str>,
+    events: mpsc::Sender<Event>,
+    pub(crate) streams: Arc<Mutex<Streams>>,
+    last_seen: Mutex<Instant>,
+    /// Cancelled once the core session has stopped and every stream is closed.
+    pub(crate) ended: CancellationToken,
+    closing: AtomicBool,
+    reason: Mutex<Option<String>>,
+}
+
+impl SessionHandle {
+    /// Notes that the client used the session now.
+    pub(crate) fn touch(&self) {
+        if let Ok(mut last) = self.last_seen.lock() {
+            *last = Instant::now();
+        }
+    }
+
+    /// Hands a client message to the core session.
+    pub(crate) async fn send(&self, line: String) -> Result<(), Reject> {
+        self.touch();
+        self.events
+            .send(Event::Client(Frame::Line(line)))
+            .await
+            .map_err(|_| Reject::session_not_found())
+    }
+
+    /// Ends the session: the core session stops its upstream, open requests are answered
+    /// with `reason`, every stream closes.
+    fn close(&self, reason: &str) {
+        if self.closing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if let Ok(mut slot) = self.reason.lock() {
+            *slot = Some(reason.to_owned());
+        }
+        if let Err(mpsc::error::TrySendError::Full(event)) =
+            self.events.try_send(Event::ClientClosed)
+        {
+            let events = self.events.clone();
+            tokio::spawn(async move {
+                let _ = events.send(event).await;
+            });
+        }
+    }
+
+    fn idle_for(&self, now: Instant) -> Duration {
+        let last = self.last_seen.lock().map(|l| *l).unwrap_or(now);
+        now.saturating_duration_since(last)
+    }
+}
+
+/// Every open session.
+pub(crate) struct Registry {
+    factory: SessionFactory,
+    options: HttpOptions,
+    stateful: Mutex<HashMap<Arc<str>, Arc<SessionHandle>>>,
+    stateless: Mutex<HashMap<StatelessKey, Arc<SessionHandle>>>,
+    /// Set at shutdown: new sessions and requests are refused with this reason.
+    closing: Mutex<Option<String>>,
+}
+
+impl Registry {
+    pub(crate) fn new(factory: SessionFactory, options: HttpOptions) -> Self {
+        Self {
+            factory,
+            options,
+            stateful: Mutex::new(HashMap::new()),
+            stateless: Mutex::new(HashMap::new()),
+            closing: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn options(&self) -> &HttpOptions {
+        &self.options
+    }
+
+    /// Refuses work once shutdown has begun.
+    pub(crate) fn check_open(&self) -> Result<(), Reject> {
+        match self.closing.lock().ok().and_then(|c| c.clone()) {
+            Some(reason) => Err(Reject::unavailable(format!(
+                "Service Unavailable: {reason}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    fn count(&self) -> usize {
+        let stateful = self.stateful.lock().map_or(0, |m| m.len());
+        let stateless = self.stateless.lock().map_or(0, |m| m.len());
+        stateful + stateless
+    }
+
+    /// The stateful session `id`, if open.
+    pub(crate) fn find(&self, id: &str) -> Option<Arc<SessionHandle>> {
+        let found = self.stateful.lock().ok()?.get(id).cloned()?;
+        (!found.ended.is_cancelled()).then_some(found)
+    }
+
+    /// Starts a stateful session (for an `initialize`).
+    pub(crate) fn create(&self) -> Result<Arc<SessionHandle>, Reject> {
+        self.check_open()?;
+        self.check_limit()?;
+        let id: Arc<str> = new_session_id()?.into();
+        let handle = self.start(id.clone(), false)?;
+        if let Ok(mut map) = self.stateful.lock() {
+            map.insert(id.clone(), handle.clone());
+        }
+        tracing::info!(session = %short(&id), "HTTP session started");
+        Ok(handle)
+    }
+
+    /// The stateless session for `key`, started if there is none.
+    pub(crate) fn stateless(&self, key: StatelessKey) -> Result<Arc<SessionHandle>, Reject> {
+        self.check_open()?;
+        if let Some(found) = self
+            .stateless
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&key).cloned())
+            && !found.ended.is_cancelled()
+            && !found.closing.load(Ordering::SeqCst)
+        {
+            return Ok(found);
+        }
+        self.check_limit()?;
+        let id: Arc<str> = format!("stateless:{}", key.client).into();
+        let handle = self.start(id, true)?;
+        if let Ok(mut map) = self.stateless.lock() {
+            // Another request may have started one meanwhile: keep the first.
+            if let Some(existing) = map.get(&key)
+                && !existing.ended.is_cancelled()
+            {
+                handle.close("a duplicate stateless session was not needed");
+                return Ok(existing.clone());
+            }
+            map.insert(key.clone(), handle.clone());
+        }
+        tracing::info!(client = %key.client, "stateless HTTP session started");
+        Ok(handle)
+    }
+
+    fn check_limit(&self) -> Result<(), Reject> {
+        let max = self.options.max_sessions;
+        if self.count() >= max {
+            return Err(Reject::unavailable(format!(
+                "Service Unavailable: the proxy is serving its limit of {max} sessions; \
+                 end one (HTTP DELETE) or try again later"
+            )));
+        }
+        Ok(())
+    }
+
+    fn start(&self, id: Arc<str>, stateless: bool) -> Result<Arc<SessionHandle>, Reject> {
+        let factory = &self.factory;
+        let (events_tx, events_rx) = mpsc::channel(256);
+        let (to_client, mut lines) = mpsc::unbounded_channel();
+        let session = Session::start(
+            factory.server.clone(),
+            factory.options.clone(),
+            events_tx.clone(),
+            to_client,
+            factory.chain.clone(),
+            factory.project.clone(),
+        )
+        .map_err(|err| {
+            Reject::new(
+                StatusCode::BAD_GATEWAY,
+                jsonrpc::UPSTREAM_UNAVAILABLE,
+                format!("Bad Gateway: {err}"),
+            )
+        })?;
+        let store = EventStore::new(
+            self.options.event_store_events,
+            self.options.event_store_bytes,
+        );
+        let streams = Arc::new(Mutex::new(Streams::new(
+            stateless,
+            store,
+            self.options.sse_retry_ms,
+            events_tx.clone(),
+        )));
+        let handle = Arc::new(SessionHandle {
+            id,
+            events: events_tx,
+            streams: streams.clone(),
+            last_seen: Mutex::new(Instant::now()),
+            ended: CancellationToken::new(),
+            closing: AtomicBool::new(false),
+            reason: Mutex::new(None),
+        });
+        let mut run = tokio::spawn(session.run(events_rx));
+        let router = handle.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    line = lines.recv() => match line {
+                        Some(line) => route(&streams, line),
+                        None => {
+                            let _ = (&mut run).await;
+                            break;
+                        }
+                    },
+                    finished = &mut run => {
+                        if let Err(err) = finished {
+                            tracing::error!(%err, "an HTTP session's loop failed");
+                        }
+                        break;
+                    }
+                }
+            }
+            // What the session wrote before it stopped still goes out.
+            while let Ok(line) = lines.try_recv() {
+                route(&streams, line);
+            }
+            let reason = router
+                .reason
+                .lock()
+                .ok()
+                .and_then(|r| r.clone())
+                .unwrap_or_else(|| "the session ended".to_owned());
+            if let Ok(mut streams) = streams.lock() {
+                streams.end(&reason);
+            }
+            router.ended.cancel();
+            tracing::debug!(session = %short(&router.id), %reason, "HTTP session ended");
+        });
+        Ok(handle)
+    }
+
+    /// Ends the stateful session `id` (HTTP DELETE). Returns whether it was open.
+    pub(crate) fn remove(&self, id: &str, reason: &str) -> bool {
+        let removed = self.stateful.lock().ok().and_then(|mut m| m.remove(id));
+        match removed {
+            Some(handle) => {
+                handle.close(reason);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Ends every session that has been idle for the idle timeout, and forgets sessions that
+    /// ended by themselves.
+    pub(crate) fn expire_idle(&self) {
+        let now = Instant::now();
+        let timeout = self.options.idle_timeout;
+        let expired = |handle: &Arc<SessionHandle>| {
+            handle.ended.is_cancelled()
+                || (handle.idle_for(now) >= timeout
+                    && handle.streams.lock().map_or(true, |s| s.is_idle()))
+        };
+        let mut gone = Vec::new();
+        if let Ok(mut map) = self.stateful.lock() {
+            map.retain(|_, handle| {
+                let keep = !expired(handle);
+                if !keep {
+                    gone.push(handle.clone());
+                }
+                keep
+            });
+        }
+        if let Ok(mut map) = self.stateless.lock() {
+            map.retain(|_, handle| {
+                let keep = !expired(handle);
+                if !keep {
+                    gone.push(handle.clone());
+                }
+                keep
+            });
+        }
+        for handle in gone {
+            if !handle.ended.is_cancelled() {
+                tracing::info!(session = %short(&handle.id), idle = ?timeout, "ending an idle HTTP session");
+                handle.close(&format!(
+                    "the session was idle for {} s and ended",
+                    timeout.as_secs()
+                ));
+            }
+        }
+    }
+
+    /// How many requests are in flight in every session.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.all()
+            .iter()
+            .map(|h| h.streams.lock().map_or(0, |s| s.in_flight()))
+            .sum()
+    }
+
+    fn all(&self) -> Vec<Arc<SessionHandle>> {
+        let mut all: Vec<Arc<SessionHandle>> = self
+            .stateful
+            .lock()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default();
+        if let Ok(map) = self.stateless.lock() {
+            all.extend(map.values().cloned());
+        }
+        all
+    }
+
+    /// Refuses new work from now on (with `reason`).
+    pub(crate) fn begin_shutdown(&self, reason: &str) {
+        if let Ok(mut closing) = self.closing.lock() {
+            closing.get_or_insert_with(|| reason.to_owned());
+        }
+    }
+
+    /// Ends every session and waits (at most `wait`) until each has stopped its upstream.
+    pub(crate) async fn end_all(&self, reason: &str, wait: Duration) {
+        let all = self.all();
+        if let Ok(mut map) = self.stateful.lock() {
+            map.clear();
+        }
+        if let Ok(mut map) = self.stateless.lock() {
+            map.clear();
+        }
+        for handle in &all {
+            handle.close(reason);
+        }
+        let ended = futures_util::future::join_all(all.iter().map(|h| h.ended.cancelled()));
+        if tokio::time::timeout(wait, ended).await.is_err() {
+            tracing::warn!("some sessions did not stop within {} s", wait.as_secs());
+        }
+    }
+}
+
+fn route(streams: &Mutex<Streams>, line: String) {
+    if let Ok(mut streams) = streams.lock() {
+        streams.route(line);
+    }
+}
+
+/// 128 random bits as 32 hex digits: visible ASCII, as the spec asks, and unguessable.
+fn new_session_id() -> Result<String, Reject> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|err| {
+        Reject::unavailable(format!(
+            "Service Unavailable: no randomness for a session id: {err}"
+        ))
+    })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The start of a session id, enough to tell sessions apart in logs without giving the id away.
+pub(crate) fn short(id: &str) -> &str {
+    id.get(..8).unwrap_or(id)
+}

@@ -1,0 +1,184 @@
+//! The listener: accepting connections, serving HTTP/1.1 on each, the idle-session reaper, and
+//! graceful shutdown.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
+
+use super::guard::Guard;
+use super::handler;
+use super::registry::Registry;
+
+/// How long a client may take to send a request's headers.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running streamable HTTP front, from [`Proxy::serve_http`](crate::Proxy::serve_http).
+///
+/// Dropping it does not stop the server; [`shutdown`](Self::shutdown) does, gracefully.
+///
+/// ```no_run
+/// use mcp_middleware::{Proxy, http::HttpOptions, upstream::StdioServer};
+///
+/// # async fn run() -> Result<(), mcp_middleware::ProxyError> {
+/// let options = HttpOptions::default().listen("127.0.0.1:0".parse().unwrap());
+/// let server = Proxy::new(StdioServer::new("my-server")).serve_http(options).await?;
+/// println!("MCP endpoint: {}", server.url());
+/// server.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct HttpServer {
+    local_addr: SocketAddr,
+    url: String,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl HttpServer {
+    /// The address the server listens on (with the real port when `0` was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The MCP endpoint's URL, e.g. `http://127.0.0.1:8080/mcp`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Stops gracefully: no new connections or sessions; requests in flight get
+    /// [`HttpOptions::shutdown_grace`](super::HttpOptions::shutdown_grace) to finish; then
+    /// every session ends (open requests are answered with an error, streams close, upstreams
+    /// stop) and connections close. Returns when all of that is done.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+
+    /// Serves until `signal` resolves, then [shuts down](Self::shutdown).
+    pub async fn shutdown_on(self, signal: impl Future<Output = ()>) {
+        tokio::select! {
+            _ = signal => {}
+            _ = self.stop.cancelled() => {}
+        }
+        self.shutdown().await;
+    }
+}
+
+/// Starts serving `listener` in a task of its own.
+pub(crate) fn start(
+    listener: TcpListener,
+    registry: Arc<Registry>,
+    guard: Arc<Guard>,
+) -> std::io::Result<HttpServer> {
+    let local_addr = listener.local_addr()?;
+    let url = format!("http://{local_addr}{}", registry.options().path);
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(serve(listener, registry, guard, stop.clone()));
+    Ok(HttpServer {
+        local_addr,
+        url,
+        stop,
+        task,
+    })
+}
+
+async fn serve(
+    listener: TcpListener,
+    registry: Arc<Registry>,
+    guard: Arc<Guard>,
+    stop: CancellationToken,
+) {
+    let closing = CancellationToken::new();
+    let mut connections = JoinSet::new();
+    let idle = registry.options().idle_timeout;
+    let every = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
+    let mut reaper = tokio::time::interval(every);
+    reaper.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    connections.spawn(connection(stream, peer, registry.clone(), guard.clone(), closing.clone()));
+                }
+                Err(err) => {
+                    // Out of descriptors, say: wait a little instead of spinning.
+                    tracing::warn!(%err, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            Some(_) = connections.join_next() => {}
+            _ = reaper.tick() => registry.expire_idle(),
+        }
+    }
+    drop(listener);
+    let grace = registry.options().shutdown_grace;
+    tracing::info!("HTTP front stopping: no new connections; finishing requests in flight");
+    registry.begin_shutdown("the proxy is shutting down");
+    let deadline = Instant::now() + grace;
+    while registry.in_flight() > 0 && Instant::now() < deadline {
+        tokio::select! {
+            Some(_) = connections.join_next() => {}
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+    }
+    registry
+        .end_all("the proxy is shutting down", grace + Duration::from_secs(5))
+        .await;
+    closing.cancel();
+    let drained = tokio::time::timeout(grace, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("closing connections that did not finish within the grace period");
+        connections.abort_all();
+    }
+    tracing::info!("HTTP front stopped");
+}
+
+async fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    registry: Arc<Registry>,
+    guard: Arc<Guard>,
+    closing: CancellationToken,
+) {
+    let _ = stream.set_nodelay(true);
+    let service = service_fn(move |request| {
+        let registry = registry.clone();
+        let guard = guard.clone();
+        async move { Ok::<_, Infallible>(handler::handle(registry, guard, request).await) }
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .keep_alive(true);
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    let mut shutting_down = false;
+    loop {
+        tokio::select! {
+            served = conn.as_mut() => {
+                if let Err(err) = served {
+                    tracing::debug!(%peer, %err, "HTTP connection ended with an error");
+                }
+                return;
+            }
+            _ = closing.cancelled(), if !shutting_down => {
+                shutting_down = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}

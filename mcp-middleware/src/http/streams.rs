@@ -1,0 +1,837 @@
+//! The streams of one HTTP session, and which of them each message for the client goes to.
+//!
+//! The core session writes every message for the client to one queue, as it would to stdout.
+//! Over HTTP a message must travel on the right SSE stream:
+//!
+//! - a **response** on the stream of the POST that carried its request (found by id), which
+//!   then ends;
+//! - **progress** on the stream of the request whose `progressToken` it carries;
+//! - a **request from the server** (sampling, elicitation, roots, ping), a **log message** or a
+//!   **cancellation** of a server request on the newest request stream a client is connected
+//!   to, else on the standalone (GET) stream, else stored on the newest open request stream
+//!   or the standalone stream for the client to collect;
+//! - a notification tagged with an `io.modelcontextprotocol/subscriptionId` on the stream of
+//!   that `subscriptions/listen` request;
+//! - **everything else** (list changes, resource updates, custom notifications) on the
+//!   standalone stream, kept in its backlog while no GET stream is open.
+//!
+//! Every event of a resumable stream is stored ([`EventStore`]) before it is sent, under an id
+//! `STREAM-SEQ` that names its stream, so `Last-Event-ID` resumes exactly the stream that
+//! broke. A stream whose connection broke keeps collecting events until the client comes back
+//! or the request completes.
+//!
+//! In a stateless session (2026-07-28 clients, shared by every client with the same key) the
+//! requests of different clients may carry the same ids and progress tokens: each request gets
+//! an id (and token) of the session's own on its way in, and the client's are put back on what
+//! comes out. Its streams are not resumable, and closing one cancels its request.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+
+use super::body::{Delivery, OnDrop};
+use super::event_store::{EventStore, StreamId};
+use super::reject::{Reject, SERVER_ERROR};
+use crate::jsonrpc::{self, Message, range_in, splice};
+use crate::session::Event;
+use crate::transport::Frame;
+
+/// The standalone stream, opened by GET.
+pub(crate) const STANDALONE: StreamId = 0;
+
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// The streams of one session.
+pub(crate) struct Streams {
+    stateless: bool,
+    next_stream: StreamId,
+    next_request: u64,
+    next_conn: u64,
+    /// Open request streams by the request's id as the core session knows it (raw JSON).
+    by_request: HashMap<Box<str>, StreamId>,
+    /// Open request streams by the progress token the core session gives back (normalised).
+    by_token: HashMap<String, StreamId>,
+    streams: BTreeMap<StreamId, Stream>,
+    store: EventStore,
+    retry_ms: u64,
+    /// Why the session ended, once it has.
+    ended: Option<String>,
+    /// Into the core session, for what the streams must tell it themselves.
+    session: mpsc::Sender<Event>,
+}
+
+#[derive(Default)]
+struct Stream {
+    request: Option<RequestInfo>,
+    sink: Option<Sink>,
+    /// The last event number used (0 is the priming event).
+    seq: u64,
+    /// The response was sent (or the request was cancelled): no more events.
+    finished: bool,
+    /// Standalone stream: the last event handed to a connection.
+    delivered: u64,
+}
+
+struct Sink {
+    conn: u64,
+    tx: mpsc::UnboundedSender<Delivery>,
+}
+
+struct RequestInfo {
+    /// The id the core session knows the request by (raw JSON).
+    session_id: Box<str>,
+    /// The id the client sent (raw JSON); differs from `session_id` in stateless sessions.
+    client_id: Box<str>,
+    /// The progress token the core session gives back, normalised.
+    token: Option<String>,
+    /// The client's own progress token (raw JSON), where it was replaced.
+    client_token: Option<Value>,
+    /// A `subscriptions/listen` request: it stays open and is not "in flight".
+    listen: bool,
+}
+
+/// A request stream just opened: the line to hand to the core session and the receiving end
+/// of the stream.
+pub(crate) struct Opened {
+    pub(crate) stream: StreamId,
+    pub(crate) line: String,
+    pub(crate) deliveries: mpsc::UnboundedReceiver<Delivery>,
+    pub(crate) guard: StreamGuard,
+    /// The priming event for a resumable stream.
+    pub(crate) priming: Option<hyper::body::Bytes>,
+}
+
+/// A stream attached for GET.
+pub(crate) struct Attached {
+    pub(crate) deliveries: mpsc::UnboundedReceiver<Delivery>,
+    pub(crate) guard: Option<StreamGuard>,
+    pub(crate) priming: hyper::body::Bytes,
+}
+
+impl Streams {
+    pub(crate) fn new(
+        stateless: bool,
+        store: EventStore,
+        retry_ms: u64,
+        session: mpsc::Sender<Event>,
+    ) -> Self {
+        let mut streams = BTreeMap::new();
+        streams.insert(STANDALONE, Stream::default());
+        Self {
+            stateless,
+            next_stream: STANDALONE,
+            next_request: 0,
+            next_conn: 0,
+            by_request: HashMap::new(),
+            by_token: HashMap::new(),
+            streams,
+            store,
+            retry_ms,
+            ended: None,
+            session,
+        }
+    }
+
+    fn resumable(&self) -> bool {
+        !self.stateless
+    }
+
+    fn new_sink(&mut self) -> (Sink, mpsc::UnboundedReceiver<Delivery>) {
+        self.next_conn += 1;
+        let (tx, rx) = mpsc::unbounded_channel();
+        (
+            Sink {
+                conn: self.next_conn,
+                tx,
+            },
+            rx,
+        )
+    }
+
+    /// Opens the stream of a request the client POSTed: `line` is the request, `id` and
+    /// `params` point into it. Returns the line the core session gets (in a stateless session
+    /// with the session's own id and progress token).
+    pub(crate) fn open_request(
+        &mut self,
+        this: &Arc<Mutex<Streams>>,
+        line: &str,
+        id: &str,
+        method: &str,
+        params: Option<&str>,
+    ) -> Result<Opened, Reject> {
+        if let Some(reason) = &self.ended {
+            return Err(Reject::unavailable(format!(
+                "Service Unavailable: {reason}"
+            )));
+        }
+        let client_token = params
+            .filter(|p| p.contains("\"progressToken\""))
+            .and_then(|p| serde_json::from_str::<Map<String, Value>>(p).ok())
+            .and_then(|p| p.get("_meta")?.get("progressToken").cloned());
+        let (session_id, token, line, client_token) = if self.stateless {
+            self.next_request += 1;
+            let own = self.next_request.to_string();
+            let mut new_params = None;
+            if client_token.is_some()
+                && let Some(params) = params
+                && let Ok(mut map) = serde_json::from_str::<Map<String, Value>>(params)
+                && let Some(Value::Object(meta)) = map.get_mut("_meta")
+            {
+                meta.insert("progressToken".into(), Value::from(self.next_request));
+                new_params = serde_json::to_string(&map)
+                    .ok()
+                    .map(|text| (range_in(line, params), text));
+            }
+            let mut replacements = vec![(range_in(line, id), own.as_str())];
+            if let Some((range, text)) = &new_params {
+                replacements.push((range.clone(), text.as_str()));
+            }
+            let token = new_params.is_some().then(|| own.clone());
+            let line = splice(line, &replacements);
+            (own.into_boxed_str(), token, line, client_token)
+        } else {
+            if let Some(open) = self.by_request.get(id)
+                && self.streams.get(open).is_some_and(|s| !s.finished)
+            {
+                return Err(Reject::new(
+                    hyper::StatusCode::CONFLICT,
+                    jsonrpc::INVALID_REQUEST,
+                    format!(
+                        "Conflict: request id {id} is already in flight in this session; \
+                         use a new id for each request"
+                    ),
+                )
+                .with_id(Some(id)));
+            }
+            let token = client_token.as_ref().map(Value::to_string);
+            (id.into(), token, line.to_owned(), None)
+        };
+        self.next_stream += 1;
+        let stream = self.next_stream;
+        let (sink, deliveries) = self.new_sink();
+        let guard = StreamGuard {
+            streams: this.clone(),
+            stream,
+            conn: sink.conn,
+        };
+        self.by_request.insert(session_id.clone(), stream);
+        if let Some(token) = &token {
+            self.by_token.insert(token.clone(), stream);
+        }
+        self.streams.insert(
+            stream,
+            Stream {
+                request: Some(RequestInfo {
+                    session_id,
+                    client_id: id.into(),
+                    token,
+                    client_token,
+                    listen: method == "subscriptions/listen",
+                }),
+                sink: Some(sink),
+                ..Stream::default()
+            },
+        );
+        let priming = self
+            .resumable()
+            .then(|| priming_for(stream, 0, self.retry_ms));
+        Ok(Opened {
+            stream,
+            line,
+            deliveries,
+            guard,
+            priming,
+        })
+    }
+
+    /// The client cancelled request `request_id` (raw JSON): its stream ends without a
+    /// response.
+    pub(crate) fn cancelled_by_client(&mut self, request_id: &str) {
+        if let Some(stream) = self.by_request.remove(request_id) {
+            self.finish(stream);
+        }
+    }
+
+    /// Attaches a GET: the standalone stream, or with `Last-Event-ID` the stream that event
+    /// belongs to, replaying what the client missed.
+    pub(crate) fn attach(
+        &mut self,
+        this: &Arc<Mutex<Streams>>,
+        last_event_id: Option<&str>,
+    ) -> Result<Attached, Reject> {
+        if let Some(reason) = &self.ended {
+            return Err(Reject::unavailable(format!(
+                "Service Unavailable: {reason}"
+            )));
+        }
+        let (stream, after) = match last_event_id {
+            Some(text) => parse_event_id(text).ok_or_else(|| {
+                Reject::bad_request(format!(
+                    "Bad Request: Last-Event-ID `{text}` is not an event id of this proxy \
+                     (they read STREAM-NUMBER)"
+                ))
+            })?,
+            None => (
+                STANDALONE,
+                self.streams.get(&STANDALONE).map_or(0, |s| s.delivered),
+            ),
+        };
+        let Some(state) = self.streams.get(&stream) else {
+            return Err(Reject::bad_request(format!(
+                "Bad Request: Last-Event-ID `{}` names a stream this session no longer has \
+                 (its events were dropped from the event store)",
+                last_event_id.unwrap_or_default()
+            )));
+        };
+        let finished = state.finished;
+        let (replay, gap) = self.store.after(stream, after);
+        if gap {
+            tracing::warn!(
+                stream,
+                after,
+                "resuming a stream whose events were partly dropped from the event store"
+            );
+        }
+        let (sink, deliveries) = self.new_sink();
+        let conn = sink.conn;
+        let mut last_sent = after;
+        for (seq, line) in replay {
+            let _ = sink.tx.send(Delivery {
+                id: Some(event_id(stream, seq).into()),
+                last: finished && self.is_response_of(stream, &line),
+                line,
+            });
+            last_sent = seq;
+        }
+        let priming = priming_for(stream, after, self.retry_ms);
+        let Some(state) = self.streams.get_mut(&stream) else {
+            return Err(Reject::session_not_found());
+        };
+        if stream == STANDALONE {
+            state.delivered = state.delivered.max(last_sent);
+        }
+        if finished {
+            // Everything is replayed; the stream ends when the replay is read.
+            return Ok(Attached {
+                deliveries,
+                guard: None,
+                priming,
+            });
+        }
+        // A newer connection replaces an older one: a message is never sent on two.
+        state.sink = Some(sink);
+        Ok(Attached {
+            deliveries,
+            guard: Some(StreamGuard {
+                streams: this.clone(),
+                stream,
+                conn,
+            }),
+            priming,
+        })
+    }
+
+    fn is_response_of(&self, stream: StreamId, line: &str) -> bool {
+        stream != STANDALONE
+            && matches!(
+                Message::parse(line),
+                Ok(Message::Result { .. } | Message::Error { id: Some(_), .. })
+            )
+    }
+
+    /// A connection went away (its body was dropped). In a stateless session that cancels
+    /// the request.
+    fn detached(&mut self, stream: StreamId, conn: u64) {
+        let Some(state) = self.streams.get_mut(&stream) else {
+            return;
+        };
+        if state.sink.as_ref().is_some_and(|s| s.conn == conn) {
+            state.sink = None;
+        }
+        if self.stateless && !state.finished {
+            let Some(request) = &state.request else {
+                return;
+            };
+            let params = format!(
+                r#"{{"requestId":{},"reason":"the client closed the response stream"}}"#,
+                request.session_id
+            );
+            let session_id = request.session_id.clone();
+            self.by_request.remove(&session_id);
+            self.finish(stream);
+            tracing::debug!(
+                stream,
+                "the client closed a stateless request's stream: cancelled"
+            );
+            self.tell_session(jsonrpc::notification(
+                "notifications/cancelled",
+                Some(&params),
+            ));
+        } else {
+            self.prune(stream);
+        }
+    }
+
+    fn tell_session(&self, line: String) {
+        let event = Event::Client(Frame::Line(line));
+        if let Err(mpsc::error::TrySendError::Full(event)) = self.session.try_send(event) {
+            let session = self.session.clone();
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    let _ = session.send(event).await;
+                });
+            }
+        }
+    }
+
+    /// Routes one message the core session wrote for the client.
+    pub(crate) fn route(&mut self, line: String) {
+        let message = match Message::parse(&line) {
+            Ok(message) => message,
+            Err(malformed) => {
+                tracing::warn!(error = %malformed.message, "dropped a malformed message for the client");
+                return;
+            }
+        };
+        match message {
+            Message::Result { id, .. } | Message::Error { id: Some(id), .. } => {
+                let Some(stream) = self.by_request.remove(id) else {
+                    tracing::debug!(id, "dropped a response whose request stream is gone");
+                    return;
+                };
+                let line = self.restore_id(stream, &line, id);
+                self.deliver(stream, line, true);
+            }
+            Message::Error { id: None, .. } => self.onto_standalone(line),
+            Message::Request { id, method, .. } => {
+                match self.for_server_message() {
+                    Some(stream) => self.deliver(stream, line, false),
+                    None if self.stateless => {
+                        // No stream can carry it: answer for the client, so the server does
+                        // not wait for ever.
+                        tracing::debug!(%method, "no stream for a server request; refused");
+                        self.tell_session(jsonrpc::error(
+                            Some(id),
+                            jsonrpc::METHOD_NOT_FOUND,
+                            "the client has no open stream to receive server requests on",
+                        ));
+                    }
+                    None => self.onto_standalone(line),
+                }
+            }
+            Message::Notification { method, params } => {
+                if method == "notifications/progress" {
+                    self.route_progress(&line, params);
+                    return;
+                }
+                if let Some(params) = params
+                    && params.contains(SUBSCRIPTION_ID)
+                {
+                    self.route_subscription(&line, params);
+                    return;
+                }
+                match method.as_ref() {
+                    "notifications/message" | "notifications/cancelled" => {
+                        match self.for_server_message() {
+                            Some(stream) => self.deliver(stream, line, false),
+                            None => self.onto_standalone(line),
+                        }
+                    }
+                    _ => self.onto_standalone(line),
+                }
+            }
+        }
+    }
+
+    fn route_progress(&mut self, line: &str, params: Option<&str>) {
+        let Some(params) = params else { return };
+        let Ok(mut map) = serde_json::from_str::<Map<String, Value>>(params) else {
+            return;
+        };
+        let Some(token) = map.get("progressToken").map(Value::to_string) else {
+            return;
+        };
+        let Some(&stream) = self.by_token.get(&token) else {
+            tracing::debug!(%token, "dropped progress for no open request stream");
+            return;
+        };
+        let restored = self
+            .streams
+            .get(&stream)
+            .and_then(|s| s.request.as_ref())
+            .and_then(|r| r.client_token.clone());
+        let line = match restored {
+            Some(client_token) => {
+                map.insert("progressToken".into(), client_token);
+                match serde_json::to_string(&map) {
+                    Ok(text) => splice(line, &[(range_in(line, params), text.as_str())]),
+                    Err(_) => return,
+                }
+            }
+            None => line.to_owned(),
+        };
+        self.deliver(stream, line, false);
+    }
+
+    fn route_subscription(&mut self, line: &str, params: &str) {
+        let Ok(mut map) = serde_json::from_str::<Map<String, Value>>(params) else {
+            return;
+        };
+        let Some(subscription) = map
+            .get("_meta")
+            .and_then(|m| m.get(SUBSCRIPTION_ID))
+            .map(Value::to_string)
+        else {
+            self.onto_standalone(line.to_owned());
+            return;
+        };
+        let Some(&stream) = self.by_request.get(subscription.as_str()) else {
+            tracing::debug!(%subscription, "dropped a notification for a closed subscription");
+            return;
+        };
+        let client_id = self
+            .streams
+            .get(&stream)
+            .and_then(|s| s.request.as_ref())
+            .filter(|_| self.stateless)
+            .and_then(|r| serde_json::from_str::<Value>(&r.client_id).ok());
+        let line = match client_id {
+            Some(client_id) => {
+                if let Some(Value::Object(meta)) = map.get_mut("_meta") {
+                    meta.insert(SUBSCRIPTION_ID.into(), client_id);
+                }
+                match serde_json::to_string(&map) {
+                    Ok(text) => splice(line, &[(range_in(line, params), text.as_str())]),
+                    Err(_) => return,
+                }
+            }
+            None => line.to_owned(),
+        };
+        self.deliver(stream, line, false);
+    }
+
+    /// Puts the client's own id back on a response (stateless sessions).
+    fn restore_id(&self, stream: StreamId, line: &str, id: &str) -> String {
+        match self.streams.get(&stream).and_then(|s| s.request.as_ref()) {
+            Some(request) if *request.client_id != *id => {
+                splice(line, &[(range_in(line, id), &*request.client_id)])
+            }
+            _ => line.to_owned(),
+        }
+    }
+
+    /// Where a server request or log message goes: the newest request stream a client is
+    /// connected to, else the standalone stream if connected, else the newest open request
+    /// stream (stored for when its client resumes).
+    fn for_server_message(&self) -> Option<StreamId> {
+        let open = |s: &&Stream| !s.finished && s.request.as_ref().is_some_and(|r| !r.listen);
+        let connected = self
+            .streams
+            .iter()
+            .rev()
+            .find(|(id, s)| **id != STANDALONE && open(s) && s.sink.is_some())
+            .map(|(id, _)| *id);
+        if connected.is_some() {
+            return connected;
+        }
+        if !self.stateless
+            && self
+                .streams
+                .get(&STANDALONE)
+                .is_some_and(|s| s.sink.is_some())
+        {
+            return Some(STANDALONE);
+        }
+        self.streams
+            .iter()
+            .rev()
+            .find(|(id, s)| **id != STANDALONE && open(s) && self.resumable())
+            .map(|(id, _)| *id)
+    }
+
+    fn onto_standalone(&mut self, line: String) {
+        if self.stateless {
+            tracing::debug!("dropped a message for the standalone stream of a stateless session");
+            return;
+        }
+        self.deliver(STANDALONE, line, false);
+    }
+
+    fn deliver(&mut self, stream: StreamId, line: String, last: bool) {
+        let resumable = self.resumable();
+        let Some(state) = self.streams.get_mut(&stream) else {
+            return;
+        };
+        if state.finished {
+            return;
+        }
+        state.seq += 1;
+        let seq = state.seq;
+        let line: Arc<str> = line.into();
+        let id: Option<Arc<str>> = resumable.then(|| event_id(stream, seq).into());
+        if resumable {
+            self.store.push(stream, seq, line.clone());
+        }
+        let Some(state) = self.streams.get_mut(&stream) else {
+            return;
+        };
+        if let Some(sink) = &state.sink {
+            if sink.tx.send(Delivery { id, line, last }).is_ok() {
+                state.delivered = seq;
+            } else {
+                state.sink = None;
+            }
+        }
+        if last {
+            self.finish(stream);
+        }
+    }
+
+    /// No more events for `stream`: its connection (if any) ends once it has read what was
+    /// sent.
+    fn finish(&mut self, stream: StreamId) {
+        let Some(state) = self.streams.get_mut(&stream) else {
+            return;
+        };
+        state.finished = true;
+        state.sink = None;
+        if let Some(request) = &state.request {
+            if let Some(token) = &request.token {
+                self.by_token.remove(token);
+            }
+            if !request.listen || self.by_request.get(&request.session_id) == Some(&stream) {
+                self.by_request.remove(&request.session_id);
+            }
+        }
+        self.prune(stream);
+    }
+
+    /// Forgets a finished stream that nothing can resume any more.
+    fn prune(&mut self, stream: StreamId) {
+        if stream == STANDALONE {
+            return;
+        }
+        if self
+            .streams
+            .get(&stream)
+            .is_some_and(|s| s.finished && s.sink.is_none() && self.store.count(stream) == 0)
+        {
+            self.streams.remove(&stream);
+        }
+        // Streams whose events have all been dropped from the store.
+        if self.streams.len() > 64 {
+            let store = &self.store;
+            self.streams.retain(|id, s| {
+                *id == STANDALONE || !s.finished || s.sink.is_some() || store.count(*id) > 0
+            });
+        }
+    }
+
+    /// The session ended: every request still open is answered with an error saying why, and
+    /// every stream closes.
+    pub(crate) fn end(&mut self, reason: &str) {
+        if self.ended.is_some() {
+            return;
+        }
+        self.ended = Some(reason.to_owned());
+        let open: Vec<(StreamId, Box<str>)> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| !s.finished)
+            .filter_map(|(id, s)| Some((*id, s.request.as_ref()?.client_id.clone())))
+            .collect();
+        for (stream, client_id) in open {
+            let line = jsonrpc::error(Some(&client_id), SERVER_ERROR, reason);
+            self.deliver(stream, line, true);
+        }
+        for state in self.streams.values_mut() {
+            state.sink = None;
+            state.finished = true;
+        }
+        self.by_request.clear();
+        self.by_token.clear();
+    }
+
+    /// Whether nothing is attached and no request is in flight: the session may expire.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.streams.iter().all(|(id, s)| {
+            s.sink.is_none() && (*id == STANDALONE || s.finished || s.request.is_none())
+        })
+    }
+
+    /// How many requests are in flight (`subscriptions/listen` streams do not count).
+    pub(crate) fn in_flight(&self) -> usize {
+        self.streams
+            .values()
+            .filter(|s| !s.finished && s.request.as_ref().is_some_and(|r| !r.listen))
+            .count()
+    }
+}
+
+/// Held by a stream's body: when the body is dropped (the response completed, or the client
+/// went away) the stream is detached from that connection.
+pub(crate) struct StreamGuard {
+    streams: Arc<Mutex<Streams>>,
+    stream: StreamId,
+    conn: u64,
+}
+
+impl StreamGuard {
+    pub(crate) fn boxed(self) -> OnDrop {
+        Box::new(self)
+    }
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        if let Ok(mut streams) = self.streams.lock() {
+            streams.detached(self.stream, self.conn);
+        }
+    }
+}
+
+fn event_id(stream: StreamId, seq: u64) -> String {
+    format!("{stream}-{seq}")
+}
+
+fn parse_event_id(text: &str) -> Option<(StreamId, u64)> {
+    let (stream, seq) = text.trim().split_once('-')?;
+    Some((stream.parse().ok()?, seq.parse().ok()?))
+}
+
+fn priming_for(stream: StreamId, seq: u64, retry_ms: u64) -> hyper::body::Bytes {
+    super::body::priming(&event_id(stream, seq), retry_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn streams(stateless: bool) -> (Arc<Mutex<Streams>>, mpsc::Receiver<Event>) {
+        let (tx, rx) = mpsc::channel(16);
+        let streams = Streams::new(stateless, EventStore::new(100, 1 << 20), 1000, tx);
+        (Arc::new(Mutex::new(streams)), rx)
+    }
+
+    fn open(this: &Arc<Mutex<Streams>>, line: &str) -> Opened {
+        let Ok(Message::Request { id, method, params }) = Message::parse(line) else {
+            panic!("not a request: {line}");
+        };
+        this.lock()
+            .unwrap()
+            .open_request(this, line, id, &method, params)
+            .unwrap()
+    }
+
+    fn drain(rx: &mut mpsc::UnboundedReceiver<Delivery>) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(d) = rx.try_recv() {
+            out.push(d.line.to_string());
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn responses_progress_and_server_requests_find_their_streams() {
+        let (this, _rx) = streams(false);
+        let mut a = open(
+            &this,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":"t"}}}"#,
+        );
+        let mut b = open(&this, r#"{"jsonrpc":"2.0","id":"b","method":"tools/list"}"#);
+        {
+            let mut s = this.lock().unwrap();
+            s.route(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}"#.into());
+            s.route(r#"{"jsonrpc":"2.0","id":9,"method":"sampling/createMessage"}"#.into());
+            s.route(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#.into());
+            s.route(r#"{"jsonrpc":"2.0","id":"b","result":{}}"#.into());
+            s.route(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#.into());
+        }
+        let a_lines = drain(&mut a.deliveries);
+        assert_eq!(a_lines.len(), 2, "{a_lines:?}");
+        assert!(a_lines[0].contains("progress"));
+        assert!(a_lines[1].contains(r#""id":1"#));
+        let b_lines = drain(&mut b.deliveries);
+        assert!(b_lines[0].contains("sampling/createMessage"), "{b_lines:?}");
+        assert!(b_lines[1].contains(r#""id":"b""#));
+        // The list change waits in the standalone backlog for a GET.
+        let mut get = this.lock().unwrap().attach(&this, None).unwrap();
+        assert_eq!(drain(&mut get.deliveries).len(), 1);
+        drop((a, b));
+    }
+
+    #[tokio::test]
+    async fn a_broken_stream_resumes_from_its_last_event() {
+        let (this, _rx) = streams(false);
+        let opened = open(&this, r#"{"jsonrpc":"2.0","id":5,"method":"slow"}"#);
+        let stream = opened.stream;
+        this.lock().unwrap().route(
+            r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info"}}"#
+                .into(),
+        );
+        drop(opened); // the client disconnects
+        this.lock()
+            .unwrap()
+            .route(r#"{"jsonrpc":"2.0","id":5,"result":{"ok":true}}"#.into());
+        let last_seen = format!("{stream}-1");
+        let mut resumed = this
+            .lock()
+            .unwrap()
+            .attach(&this, Some(&last_seen))
+            .unwrap();
+        let replay = drain(&mut resumed.deliveries);
+        assert_eq!(
+            replay,
+            vec![r#"{"jsonrpc":"2.0","id":5,"result":{"ok":true}}"#]
+        );
+        assert!(
+            this.lock().unwrap().attach(&this, Some("99-1")).is_err(),
+            "an unknown stream is refused"
+        );
+    }
+
+    #[tokio::test]
+    async fn stateless_requests_get_ids_of_their_own_and_closing_cancels() {
+        let (this, mut session) = streams(true);
+        let a = open(
+            &this,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":1}}}"#,
+        );
+        let mut b = open(
+            &this,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":1}}}"#,
+        );
+        assert!(a.line.contains(r#""id":1,"#) && a.line.contains(r#""progressToken":1"#));
+        assert!(b.line.contains(r#""id":2,"#) && b.line.contains(r#""progressToken":2"#));
+        {
+            let mut s = this.lock().unwrap();
+            s.route(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":2,"progress":1}}"#.into());
+            s.route(r#"{"jsonrpc":"2.0","id":2,"result":{}}"#.into());
+        }
+        assert_eq!(
+            drain(&mut b.deliveries),
+            vec![
+                r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#,
+                r#"{"jsonrpc":"2.0","id":1,"result":{}}"#
+            ]
+        );
+        drop(a);
+        let Some(Event::Client(Frame::Line(cancel))) = session.recv().await else {
+            panic!("no cancellation");
+        };
+        assert!(cancel.contains(r#""requestId":1"#), "{cancel}");
+    }
+
+    #[tokio::test]
+    async fn ending_the_session_answers_what_is_in_flight() {
+        let (this, _rx) = streams(false);
+        let mut a = open(&this, r#"{"jsonrpc":"2.0","id":"x","method":"slow"}"#);
+        this.lock().unwrap().end("the proxy is shutting down");
+        let lines = drain(&mut a.deliveries);
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].contains(r#""id":"x""#) && lines[0].contains("shutting down"));
+        assert!(this.lock().unwrap().is_idle());
+    }
+}
