@@ -2,7 +2,10 @@
 
 Tests talk through the official Python SDK client (`mcp.Client`) to the official
 reference server (`@modelcontextprotocol/server-everything`), either directly or
-through the proxy named by the `MCP_PROXY` environment variable (see `server_params`).
+through the proxy named by the `MCP_PROXY` environment variable (see `server_params`),
+or, when `MCP_HTTP_PROXY` names a binary that serves streamable HTTP
+(`BINARY serve --listen 127.0.0.1:0 -- CMD...`, printing `listening on URL` on stderr),
+over streamable HTTP through that proxy (see `tapped_http`).
 Stateful tests take `mcp` (a fresh server process and connection per test); tests that
 leave no state behind take `shared` (one connection per module and mode).  Both are
 parameterized over the client's connect modes:
@@ -23,6 +26,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -35,6 +40,7 @@ import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 HERE = Path(__file__).resolve().parent
@@ -52,6 +58,10 @@ ENV_MARKER_NAME = "MCP_INTEROP_MARKER"
 ENV_MARKER_VALUE = "interop-marker-7f3a9c"
 
 MODES = ("legacy", "auto")
+
+#: A binary serving streamable HTTP in front of a stdio server: when set, every connection
+#: goes over HTTP through it (see `tapped_http`).
+HTTP_PROXY = os.environ.get("MCP_HTTP_PROXY")
 
 #: The reference server's tools that it registers for every client.
 #: (tools/index.js registerTools).
@@ -232,6 +242,63 @@ async def tapped_stdio(params: StdioServerParameters, wire: EventLog[WireMsg], e
         yield _TapRead(read_stream, wire), _TapWrite(write_stream, wire)
 
 
+class HttpProxy:
+    """`$MCP_HTTP_PROXY serve --listen 127.0.0.1:0 -- CMD...` as a child process: its URL, and
+    its stderr copied to `errlog`."""
+
+    def __init__(self, command: list[str], env: dict[str, str], errlog: Any) -> None:
+        self.proc = subprocess.Popen(
+            [HTTP_PROXY or "", "serve", "--listen", "127.0.0.1:0", "--", *command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        self.url: str | None = None
+        found = threading.Event()
+
+        def pump() -> None:
+            assert self.proc.stderr is not None
+            for line in self.proc.stderr:
+                if self.url is None and line.startswith("listening on "):
+                    self.url = line.removeprefix("listening on ").strip()
+                    found.set()
+                errlog.write(line)
+                errlog.flush()
+            found.set()
+
+        self._pump = threading.Thread(target=pump, daemon=True)
+        self._pump.start()
+        if not found.wait(EVENT_TIMEOUT) or self.url is None:
+            self.stop()
+            pytest.fail(f"{HTTP_PROXY} did not print `listening on URL` (exit status {self.proc.poll()})")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._pump.join(5)
+
+
+@asynccontextmanager
+async def tapped_http(wire: EventLog[WireMsg], errlog: Any) -> AsyncIterator[Any]:
+    """The reference server behind `$MCP_HTTP_PROXY`, reached over streamable HTTP, with all
+    traffic recorded. The proxy (and with it the server) stops when the connection closes."""
+    params = server_params()
+    proxy = HttpProxy([params.command, *params.args], dict(params.env or {}), errlog)
+    try:
+        assert proxy.url is not None
+        async with streamable_http_client(proxy.url) as (read_stream, write_stream):
+            yield _TapRead(read_stream, wire), _TapWrite(write_stream, wire)
+    finally:
+        proxy.stop()
+
+
 # --------------------------------------------------------------------------- harness
 
 
@@ -341,8 +408,9 @@ async def open_interop(mode: str, label: str) -> AsyncIterator[Interop]:
     with open(LOG_DIR / "server-stderr.log", "a", encoding="utf-8") as errlog:
         errlog.write(f"\n===== {label} (mode={mode}) =====\n")
         errlog.flush()
+        transport = tapped_http(h.wire, errlog) if HTTP_PROXY else tapped_stdio(server_params(), h.wire, errlog)
         client = Client(
-            tapped_stdio(server_params(), h.wire, errlog),
+            transport,
             mode=mode,
             read_timeout_seconds=READ_TIMEOUT,
             sampling_callback=on_sampling,
@@ -410,6 +478,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     proxy = os.environ.get("MCP_PROXY")
     if proxy and shutil.which(proxy) is None:
         pytest.exit(f"MCP_PROXY={proxy!r} is not an executable file", returncode=2)
+    if HTTP_PROXY and shutil.which(HTTP_PROXY) is None:
+        pytest.exit(f"MCP_HTTP_PROXY={HTTP_PROXY!r} is not an executable file", returncode=2)
     # The server's (or proxy's) stderr goes here, one section per connection.
     LOG_DIR.mkdir(exist_ok=True)
     (LOG_DIR / "server-stderr.log").write_text("", encoding="utf-8")
@@ -418,6 +488,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     proxy = os.environ.get("MCP_PROXY")
     target = f"THROUGH PROXY {proxy}" if proxy else "DIRECTLY"
+    if HTTP_PROXY:
+        target += f", OVER STREAMABLE HTTP THROUGH {HTTP_PROXY}"
     params = server_params()
     return [f"mcp interop: reference server launched {target}: {' '.join([params.command, *params.args])}"]
 
