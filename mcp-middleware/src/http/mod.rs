@@ -38,7 +38,7 @@
 //!
 //! A POST carrying a request opens an SSE stream for it (stateful sessions always answer with
 //! SSE: a priming event and `retry:` first, so even an early break is resumable). Where each
-//! message from the session goes is decided in [`streams`](self) (module `streams`): a response
+//! message from the session goes is decided per session (private module `streams`): a response
 //! to its request's stream; progress to the stream of the request whose token it carries;
 //! server requests, log messages and cancellations of server requests to the newest request
 //! stream a client is connected to, else the GET stream, else stored on the newest open

@@ -24,7 +24,9 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct HttpOptions {
-    /// Where to listen. Default `127.0.0.1:8080`: loopback only.
+    /// Where to listen. Default `127.0.0.1:8080`: loopback only. Listening on another address
+    /// does not by itself admit requests addressed to it: list the names clients use in
+    /// [`allowed_hosts`](Self::allowed_hosts).
     pub listen: SocketAddr,
     /// The endpoint's path. Default `/mcp`.
     pub path: String,

@@ -104,6 +104,9 @@ pub(crate) struct Registry {
     stateless: Mutex<HashMap<StatelessKey, Arc<SessionHandle>>>,
     /// Set at shutdown: new sessions and requests are refused with this reason.
     closing: Mutex<Option<String>>,
+    /// Held while a session is counted, started and registered, so concurrent starts cannot
+    /// pass the session limit together (starting is synchronous: spawning the upstream).
+    starting: Mutex<()>,
 }
 
 impl Registry {
@@ -114,6 +117,7 @@ impl Registry {
             stateful: Mutex::new(HashMap::new()),
             stateless: Mutex::new(HashMap::new()),
             closing: Mutex::new(None),
+            starting: Mutex::new(()),
         }
     }
 
@@ -146,6 +150,7 @@ impl Registry {
     /// Starts a stateful session (for an `initialize`).
     pub(crate) fn create(&self) -> Result<Arc<SessionHandle>, Reject> {
         self.check_open()?;
+        let _starting = self.starting.lock();
         self.check_limit()?;
         let id: Arc<str> = new_session_id()?.into();
         let handle = self.start(id.clone(), false)?;
@@ -159,27 +164,23 @@ impl Registry {
     /// The stateless session for `key`, started if there is none.
     pub(crate) fn stateless(&self, key: StatelessKey) -> Result<Arc<SessionHandle>, Reject> {
         self.check_open()?;
-        if let Some(found) = self
-            .stateless
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&key).cloned())
-            && !found.ended.is_cancelled()
-            && !found.closing.load(Ordering::SeqCst)
-        {
+        let open = |map: &HashMap<StatelessKey, Arc<SessionHandle>>| {
+            map.get(&key)
+                .filter(|h| !h.ended.is_cancelled() && !h.closing.load(Ordering::SeqCst))
+                .cloned()
+        };
+        if let Some(found) = self.stateless.lock().ok().and_then(|m| open(&m)) {
+            return Ok(found);
+        }
+        let _starting = self.starting.lock();
+        // Another request may have started it while this one waited.
+        if let Some(found) = self.stateless.lock().ok().and_then(|m| open(&m)) {
             return Ok(found);
         }
         self.check_limit()?;
         let id: Arc<str> = format!("stateless:{}", key.client).into();
         let handle = self.start(id, true)?;
         if let Ok(mut map) = self.stateless.lock() {
-            // Another request may have started one meanwhile: keep the first.
-            if let Some(existing) = map.get(&key)
-                && !existing.ended.is_cancelled()
-            {
-                handle.close("a duplicate stateless session was not needed");
-                return Ok(existing.clone());
-            }
             map.insert(key.clone(), handle.clone());
         }
         tracing::info!(client = %key.client, "stateless HTTP session started");
