@@ -90,19 +90,7 @@ fn run() -> Result<(), String> {
         eprintln!("listening on {}", server.url());
         server
             .shutdown_on(async {
-                use tokio::signal::unix::{SignalKind, signal};
-                let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-                    signal(SignalKind::terminate()),
-                    signal(SignalKind::interrupt()),
-                    signal(SignalKind::hangup()),
-                ) else {
-                    return;
-                };
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
-                    _ = hup.recv() => {}
-                }
+                let _ = mcp_middleware::proxy::stop_signal().await;
             })
             .await;
         Ok(())

@@ -274,6 +274,24 @@ impl Proxy {
     }
 }
 
+/// Resolves when the process gets SIGTERM, SIGINT or SIGHUP, naming the signal: what
+/// [`Proxy::run_stdio`] and [`Proxy::run_http`] stop on, for a binary that drives an
+/// [`HttpServer`] itself.
+///
+/// ```no_run
+/// use mcp_middleware::{Proxy, http::HttpOptions, proxy::stop_signal, upstream::StdioServer};
+///
+/// # async fn run() -> Result<(), mcp_middleware::ProxyError> {
+/// let server = Proxy::new(StdioServer::new("my-server")).serve_http(HttpOptions::default()).await?;
+/// eprintln!("listening on {}", server.url());
+/// server.shutdown_on(async { let _ = stop_signal().await; }).await;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn stop_signal() -> Result<&'static str, ProxyError> {
+    terminated().await
+}
+
 /// Resolves when the process is asked to stop (SIGTERM, SIGINT, SIGHUP), naming the signal.
 async fn terminated() -> Result<&'static str, ProxyError> {
     use tokio::signal::unix::{SignalKind, signal};
