@@ -193,6 +193,13 @@ fn malformed_input_gets_a_clear_error_and_the_session_goes_on() {
         "{parse}"
     );
 
+    // A well-formed envelope around a broken payload (found by fuzzing): refused here, as a
+    // server would refuse it, instead of reaching the upstream.
+    client.send_line(r#"{"jsonrpc":"2.0","id":7,"method":"custom/echo","params":{"a" 1}}"#);
+    let payload = client.recv();
+    assert_eq!(payload["error"]["code"], -32700, "{payload}");
+    assert_eq!(payload["id"], Value::Null);
+
     client.send_line(r#"{"jsonrpc":"2.0","id":{"no":1},"method":"custom/echo"}"#);
     assert_eq!(client.recv()["error"]["code"], -32600);
     client.send_line(r#"{"jsonrpc":"2.0","id":8,"method":42}"#);

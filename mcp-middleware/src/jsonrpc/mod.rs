@@ -140,6 +140,29 @@ impl<'a> Message<'a> {
         members.classify()
     }
 
+    /// Like [`Message::parse`], and the whole line must be valid JSON, payload included. For
+    /// what a client sends: the proxy answers an invalid payload with `-32700` as a server would,
+    /// rather than passing it on. (Messages from the upstream, which can be megabytes, are only
+    /// read to their envelope: a broken payload reaches the client as it would directly.)
+    ///
+    /// ```
+    /// use mcp_middleware::jsonrpc::{Message, PARSE_ERROR};
+    /// let broken = r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a" 1}}"#;
+    /// assert!(Message::parse(broken).is_ok());
+    /// assert_eq!(Message::parse_validated(broken).unwrap_err().code, PARSE_ERROR);
+    /// ```
+    pub fn parse_validated(line: &'a str) -> Result<Self, Malformed> {
+        let message = Self::parse(line)?;
+        if let Err(err) = serde_json::from_str::<serde::de::IgnoredAny>(line) {
+            return Err(Malformed {
+                code: PARSE_ERROR,
+                message: format!("Parse error: {err}"),
+                id: None,
+            });
+        }
+        Ok(message)
+    }
+
     /// The validating path: serde_json reads the whole line and says what is wrong and where.
     fn parse_strictly(line: &'a str) -> Result<Members<'a>, Malformed> {
         let envelope: Envelope<'a> = serde_json::from_str(line).map_err(|err| Malformed {

@@ -322,7 +322,7 @@ impl Session {
             queued.push(line);
             return;
         }
-        let message = match Message::parse(&line) {
+        let message = match Message::parse_validated(&line) {
             Ok(message) => message,
             Err(malformed) => {
                 tracing::debug!(error = %malformed.message, "malformed message from the client");
