@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use clap::{ArgGroup, Parser, Subcommand};
 
 use crate::output::Output;
-use crate::{apply, client, completion, edit, models, proxy, resources};
+use crate::{apply, client, completion, edit, models, proxy, resources, serve};
 
 /// Run MCP proxy models in front of real MCP servers, and manage projects.
 #[derive(Debug, Parser)]
@@ -35,6 +35,12 @@ enum Command {
     /// Examples: `mcpctl proxy demo`;
     /// `mcpctl proxy --model passthrough -- npx -y @modelcontextprotocol/server-everything`
     Proxy(proxy::ProxyArgs),
+    /// Serve MCP over streamable HTTP at /mcp, for a project or in front of one server started
+    /// as a child process (one upstream per HTTP session). Loopback only unless told otherwise.
+    ///
+    /// Examples: `mcpctl serve demo --listen 127.0.0.1:8080`;
+    /// `mcpctl serve --listen 127.0.0.1:8080 --model gate -- npx -y @modelcontextprotocol/server-everything`
+    Serve(serve::ServeArgs),
     /// Connect to a project (or an ad-hoc proxy) as an MCP client and run steps: list and call
     /// tools, read resources, get prompts. Notifications the client receives go to stderr.
     ///
@@ -217,6 +223,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
     };
     match cli.command {
         Command::Proxy(args) => proxy::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Client(args) => client::run(args, &logging),
         Command::Get { what } => match what {
             GetWhat::Proxymodels { output } => models::get(output.output),

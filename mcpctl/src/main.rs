@@ -16,6 +16,7 @@ mod models;
 mod output;
 mod proxy;
 mod resources;
+mod serve;
 
 use std::process::ExitCode;
 

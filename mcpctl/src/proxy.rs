@@ -53,6 +53,12 @@ pub(crate) struct ProxyArgs {
 
 /// Runs the proxy until the client closes stdin or a stop signal arrives.
 pub(crate) fn run(args: ProxyArgs) -> anyhow::Result<()> {
+    Ok(build(&args)?.run_stdio()?)
+}
+
+/// The proxy `args` describe (a project, or a model in front of one command), with its session
+/// settings: what `proxy` serves on stdio and `serve` over HTTP.
+pub(crate) fn build(args: &ProxyArgs) -> anyhow::Result<Proxy> {
     let overrides = model_config::load(args.config.as_deref(), &args.sets)?;
     let mut options = SessionOptions::default();
     options.request_timeout =
@@ -66,7 +72,7 @@ pub(crate) fn run(args: ProxyArgs) -> anyhow::Result<()> {
             overrides,
         )?,
     };
-    Ok(proxy.options(options).run_stdio()?)
+    Ok(proxy.options(options))
 }
 
 /// `proxy --model M -- CMD ARGS...`.
