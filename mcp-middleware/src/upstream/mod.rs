@@ -1,9 +1,11 @@
 //! Upstreams: the real MCP servers behind the proxy, and the connections to them.
 //!
-//! An upstream is a child process on stdio ([`StdioServer`]) or several of them served as one
-//! ([`ServerSet`]); [`Upstream`] is either. HTTP upstreams join here later.
+//! An upstream is a child process on stdio ([`StdioServer`]), a server over streamable HTTP
+//! ([`HttpUpstream`]), or several of these served as one ([`ServerSet`]); [`Upstream`] is any
+//! of them.
 
 mod env_refs;
+mod http;
 mod set;
 mod stdio;
 
@@ -11,6 +13,7 @@ use std::fmt;
 
 use tokio::sync::mpsc;
 
+pub use http::HttpUpstream;
 pub use set::ServerSet;
 pub(crate) use stdio::UpstreamLink;
 pub use stdio::{StdioServer, UpstreamEvent};
@@ -23,6 +26,8 @@ use crate::error::UpstreamError;
 pub enum Upstream {
     /// One server, a child process on stdio.
     Stdio(StdioServer),
+    /// One server over streamable HTTP.
+    Http(HttpUpstream),
     /// Several servers merged into one surface.
     Set(ServerSet),
 }
@@ -39,6 +44,7 @@ impl Upstream {
     {
         match self {
             Upstream::Stdio(server) => server.spawn(generation, max_line, events),
+            Upstream::Http(server) => server.spawn(generation, max_line, events),
             Upstream::Set(set) => set.spawn(generation, max_line, events),
         }
     }
@@ -47,6 +53,12 @@ impl Upstream {
 impl From<StdioServer> for Upstream {
     fn from(server: StdioServer) -> Self {
         Upstream::Stdio(server)
+    }
+}
+
+impl From<HttpUpstream> for Upstream {
+    fn from(server: HttpUpstream) -> Self {
+        Upstream::Http(server)
     }
 }
 
@@ -60,6 +72,7 @@ impl fmt::Display for Upstream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Upstream::Stdio(server) => server.fmt(f),
+            Upstream::Http(server) => server.fmt(f),
             Upstream::Set(set) => set.fmt(f),
         }
     }

@@ -29,7 +29,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use super::{StdioServer, UpstreamEvent, UpstreamLink};
+use super::{Upstream, UpstreamEvent, UpstreamLink};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Message, range_in, splice};
 
@@ -46,7 +46,7 @@ use crate::jsonrpc::{self, Message, range_in, splice};
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ServerSet {
-    servers: Vec<(String, StdioServer)>,
+    servers: Vec<(String, Upstream)>,
     separator: String,
     status_file: Option<PathBuf>,
 }
@@ -61,9 +61,10 @@ impl ServerSet {
         }
     }
 
-    /// Adds a server called `name`.
-    pub fn server(mut self, name: impl Into<String>, server: StdioServer) -> Self {
-        self.servers.push((name.into(), server));
+    /// Adds a server called `name`: a [`StdioServer`](super::StdioServer) or an
+    /// [`HttpUpstream`](super::HttpUpstream).
+    pub fn server(mut self, name: impl Into<String>, server: impl Into<Upstream>) -> Self {
+        self.servers.push((name.into(), server.into()));
         self
     }
 

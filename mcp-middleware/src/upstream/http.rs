@@ -1,0 +1,634 @@
+//! An upstream MCP server reached over streamable HTTP (SPEC T3).
+//!
+//! To the session it is one more upstream spoken to with JSON-RPC lines; a task turns each line
+//! into a `POST` to the server's endpoint and each answer (a JSON body, or an SSE stream of
+//! messages) back into lines. What the protocol asks of an HTTP client is done here:
+//!
+//! - the `Mcp-Session-Id` the server gives at `initialize` is sent with every later message,
+//!   and `MCP-Protocol-Version` once the version is known;
+//! - configured headers go with every request (`Authorization: Bearer ...` and any other);
+//!   `${env:VAR}` in them is resolved when the connection starts, never shown;
+//! - a `GET` stream is opened after the handshake for messages the server sends on its own
+//!   (a `405` means the server has none);
+//! - an expired session (`404`, or `400` naming the session, as the TypeScript SDK's examples
+//!   answer) is initialized again with the client's own `initialize`, then the message is sent
+//!   again: the client never sees it;
+//! - a server that cannot be reached, or answers a request with an HTTP error, gives that
+//!   request a JSON-RPC error (`-32001`) naming the server and what happened.
+//!
+//! Plain `http://` only for now: TLS to the upstream is not built in (put a local TLS proxy in
+//! front, or run the server on loopback).
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::sync::{Mutex, mpsc};
+
+use super::env_refs;
+use super::{UpstreamEvent, UpstreamLink};
+use crate::error::UpstreamError;
+use crate::jsonrpc::{self, Message};
+
+/// A streamable HTTP MCP server (its endpoint URL), with the headers to send it.
+///
+/// ```
+/// use mcp_middleware::upstream::HttpUpstream;
+///
+/// let server = HttpUpstream::new("http://127.0.0.1:3001/mcp")
+///     .bearer("${env:EVERYTHING_TOKEN}")
+///     .header("X-Team", "tools");
+/// assert_eq!(server.to_string(), "http://127.0.0.1:3001/mcp");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpUpstream {
+    url: String,
+    headers: Vec<(String, String)>,
+}
+
+impl HttpUpstream {
+    /// The server whose MCP endpoint is `url` (`http://host:port/path`).
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            headers: Vec::new(),
+        }
+    }
+
+    /// Sends `name: value` with every request (`${env:VAR}` in the value is resolved when the
+    /// proxy connects).
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sends `Authorization: Bearer TOKEN` with every request.
+    pub fn bearer(self, token: impl Into<String>) -> Self {
+        let token = token.into();
+        self.header("Authorization", format!("Bearer {token}"))
+    }
+
+    pub(crate) fn spawn<E>(
+        &self,
+        generation: u64,
+        max_line: usize,
+        events: mpsc::Sender<E>,
+    ) -> Result<UpstreamLink, UpstreamError>
+    where
+        E: From<UpstreamEvent> + Send + 'static,
+    {
+        let fail = |problem: String| UpstreamError::Spawn {
+            server: self.to_string(),
+            cause: std::io::Error::other(problem),
+        };
+        let endpoint = Endpoint::parse(&self.url).map_err(fail)?;
+        let mut headers = Vec::new();
+        for (name, value) in &self.headers {
+            let value = env_refs::resolve(std::ffi::OsStr::new(value)).map_err(fail)?;
+            headers.push((name.clone(), value.to_string_lossy().into_owned()));
+        }
+        let up: Up = Arc::new(move |line| {
+            let events = events.clone();
+            Box::pin(async move {
+                events
+                    .send(E::from(UpstreamEvent::Line { generation, line }))
+                    .await
+                    .is_ok()
+            })
+        });
+        let client = Arc::new(Client {
+            name: self.to_string(),
+            endpoint,
+            headers,
+            max_line,
+            up,
+            session: Mutex::new(SessionState::default()),
+            idle: Mutex::new(Vec::new()),
+            reinit_ids: AtomicU64::new(0),
+        });
+        let (outgoing, mut from_session) = mpsc::unbounded_channel::<String>();
+        let task = tokio::spawn(async move {
+            while let Some(line) = from_session.recv().await {
+                let client = client.clone();
+                tokio::spawn(async move { client.deliver(line).await });
+            }
+            client.end_session().await;
+        });
+        Ok(UpstreamLink::new(outgoing, task))
+    }
+}
+
+impl fmt::Display for HttpUpstream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.url)
+    }
+}
+
+type Up = Arc<dyn Fn(String) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+
+/// Where the endpoint is.
+#[derive(Debug, Clone)]
+struct Endpoint {
+    /// `host:port`, to connect to.
+    authority: String,
+    /// The `Host` header.
+    host: String,
+    /// Path and query.
+    path: String,
+}
+
+impl Endpoint {
+    fn parse(url: &str) -> Result<Self, String> {
+        let Some(rest) = url.strip_prefix("http://") else {
+            return Err(if url.starts_with("https://") {
+                format!(
+                    "`{url}`: https upstreams are not supported yet (TLS to the upstream is not built in)"
+                )
+            } else {
+                format!("`{url}` is not an http:// URL")
+            });
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(slash) => (&rest[..slash], &rest[slash..]),
+            None => (rest, "/"),
+        };
+        if authority.is_empty() || authority.contains('@') {
+            return Err(format!("`{url}`: expected http://host[:port]/path"));
+        }
+        let with_port = if authority
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+        {
+            authority.to_owned()
+        } else {
+            format!("{authority}:80")
+        };
+        Ok(Self {
+            authority: with_port,
+            host: authority.to_owned(),
+            path: path.to_owned(),
+        })
+    }
+}
+
+/// What the server told us about the session.
+#[derive(Debug, Default)]
+struct SessionState {
+    id: Option<String>,
+    protocol_version: Option<String>,
+    /// The client's `initialize` params, replayed when the session expires.
+    initialize: Option<String>,
+    initialized: bool,
+    /// Bumped each time the session is replaced, so concurrent failures re-initialize once.
+    epoch: u64,
+    get_stream: bool,
+}
+
+struct Client {
+    name: String,
+    endpoint: Endpoint,
+    headers: Vec<(String, String)>,
+    max_line: usize,
+    up: Up,
+    session: Mutex<SessionState>,
+    idle: Mutex<Vec<SendRequest<Full<Bytes>>>>,
+    reinit_ids: AtomicU64,
+}
+
+/// How a `POST` ended.
+enum Posted {
+    /// Answered (its messages already sent up).
+    Done,
+    /// The session is gone: initialize again and resend.
+    SessionExpired,
+    /// Failed; the reason in words.
+    Failed(String),
+}
+
+impl Client {
+    async fn send_up(&self, line: String) {
+        let _ = (self.up)(line).await;
+    }
+
+    /// Sends one message from the session to the server, and its answers back.
+    async fn deliver(self: Arc<Self>, line: String) {
+        let Ok(message) = Message::parse(&line) else {
+            return;
+        };
+        let request = match &message {
+            Message::Request { id, method, params } => {
+                if method == "initialize" {
+                    let mut session = self.session.lock().await;
+                    session.initialize = Some(params.unwrap_or("{}").to_owned());
+                    session.id = None;
+                }
+                Some(((*id).to_owned(), method.to_string()))
+            }
+            Message::Notification { method, .. } => {
+                if method == "notifications/initialized" {
+                    self.session.lock().await.initialized = true;
+                }
+                None
+            }
+            _ => None,
+        };
+        let epoch = self.session.lock().await.epoch;
+        let mut outcome = self.post(&line, request.is_some()).await;
+        if matches!(outcome, Posted::SessionExpired) {
+            match self.reinitialize(epoch).await {
+                Ok(()) => outcome = self.post(&line, request.is_some()).await,
+                Err(reason) => outcome = Posted::Failed(reason),
+            }
+        }
+        let failure = match outcome {
+            Posted::Done => None,
+            Posted::SessionExpired => Some("the server ended the session again".to_owned()),
+            Posted::Failed(reason) => Some(reason),
+        };
+        if let (Some(reason), Some((id, method))) = (failure, request) {
+            self.send_up(jsonrpc::error(
+                Some(&id),
+                jsonrpc::UPSTREAM_UNAVAILABLE,
+                &format!("upstream `{}` failed `{method}`: {reason}", self.name),
+            ))
+            .await;
+        }
+        if let Ok(Message::Notification { method, .. }) = Message::parse(&line)
+            && method == "notifications/initialized"
+        {
+            self.clone().open_get_stream().await;
+        }
+    }
+
+    /// Starts a new session with the client's own `initialize`, unless another message did
+    /// since `epoch`.
+    async fn reinitialize(&self, epoch: u64) -> Result<(), String> {
+        let mut session = self.session.lock().await;
+        if session.epoch != epoch {
+            return Ok(());
+        }
+        let Some(params) = session.initialize.clone() else {
+            return Err("the server ended the session before it was initialized".to_owned());
+        };
+        tracing::info!(server = %self.name, "the upstream's session expired; initializing again");
+        session.id = None;
+        let n = self.reinit_ids.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = format!("\"mcp-middleware-reinitialize-{n}\"");
+        let line = jsonrpc::request(&id, "initialize", Some(&params));
+        let (status, headers, body) = self
+            .exchange(&line, &session)
+            .await
+            .map_err(|err| format!("initializing again failed: {err}"))?;
+        if !status.is_success() {
+            return Err(format!("initializing again failed: HTTP {status}"));
+        }
+        session.id = header(&headers, "mcp-session-id");
+        let text = read_messages(&headers, body, self.max_line).await?;
+        if let Some(version) = text.iter().find_map(|m| protocol_version(m)) {
+            session.protocol_version = Some(version);
+        }
+        if session.initialized {
+            let line = jsonrpc::notification("notifications/initialized", None);
+            let _ = self.exchange(&line, &session).await;
+        }
+        session.epoch += 1;
+        Ok(())
+    }
+
+    /// `POST`s one message and relays what comes back.
+    async fn post(&self, line: &str, is_request: bool) -> Posted {
+        let (status, headers, body) = {
+            let session = self.session.lock().await;
+            match self.exchange(line, &session).await {
+                Ok(answer) => answer,
+                Err(err) => return Posted::Failed(err),
+            }
+        };
+        let had_session = self.session.lock().await.id.is_some();
+        if had_session
+            && (status == StatusCode::NOT_FOUND
+                || (status == StatusCode::BAD_REQUEST && is_json(&headers)))
+        {
+            return Posted::SessionExpired;
+        }
+        if status == StatusCode::ACCEPTED || (!is_request && status.is_success()) {
+            return Posted::Done;
+        }
+        if !status.is_success() {
+            let detail = String::from_utf8_lossy(&body_bytes(body).await).into_owned();
+            return Posted::Failed(format!("HTTP {status}: {}", detail.trim()));
+        }
+        if let Some(id) = header(&headers, "mcp-session-id") {
+            self.session.lock().await.id = Some(id);
+        }
+        match self.relay(&headers, body).await {
+            Ok(()) => Posted::Done,
+            Err(err) => Posted::Failed(err),
+        }
+    }
+
+    /// Sends each message of an answer (a JSON body or an SSE stream) up to the session.
+    async fn relay(
+        &self,
+        headers: &hyper::HeaderMap,
+        body: hyper::body::Incoming,
+    ) -> Result<(), String> {
+        if is_event_stream(headers) {
+            let mut events = SseReader::new(body, self.max_line);
+            while let Some(data) = events.next().await? {
+                self.note(&data).await;
+                self.send_up(data).await;
+            }
+            return Ok(());
+        }
+        for message in read_messages(headers, body, self.max_line).await? {
+            self.note(&message).await;
+            self.send_up(message).await;
+        }
+        Ok(())
+    }
+
+    /// Keeps the protocol version an `initialize` result names.
+    async fn note(&self, line: &str) {
+        if let Some(version) = protocol_version(line) {
+            self.session.lock().await.protocol_version = Some(version);
+        }
+    }
+
+    /// Opens the `GET` stream for messages the server sends on its own, once per session.
+    async fn open_get_stream(self: Arc<Self>) {
+        {
+            let mut session = self.session.lock().await;
+            if session.get_stream || session.id.is_none() {
+                return;
+            }
+            session.get_stream = true;
+        }
+        tokio::spawn(async move {
+            let answer = {
+                let session = self.session.lock().await;
+                self.request(Method::GET, None, &session).await
+            };
+            match answer {
+                Ok((status, headers, body)) if status.is_success() && is_event_stream(&headers) => {
+                    let mut events = SseReader::new(body, self.max_line);
+                    while let Ok(Some(data)) = events.next().await {
+                        self.send_up(data).await;
+                    }
+                }
+                Ok((status, ..)) => {
+                    tracing::debug!(server = %self.name, %status, "the upstream offers no GET stream")
+                }
+                Err(err) => {
+                    tracing::debug!(server = %self.name, %err, "the upstream's GET stream failed")
+                }
+            }
+            self.session.lock().await.get_stream = false;
+        });
+    }
+
+    /// Ends the session on the server (`DELETE`), when the proxy's session ends.
+    async fn end_session(&self) {
+        let session = self.session.lock().await;
+        if session.id.is_some() {
+            let _ = self.request(Method::DELETE, None, &session).await;
+        }
+    }
+
+    async fn exchange(
+        &self,
+        line: &str,
+        session: &SessionState,
+    ) -> Result<(StatusCode, hyper::HeaderMap, hyper::body::Incoming), String> {
+        self.request(Method::POST, Some(line), session).await
+    }
+
+    async fn request(
+        &self,
+        method: Method,
+        line: Option<&str>,
+        session: &SessionState,
+    ) -> Result<(StatusCode, hyper::HeaderMap, hyper::body::Incoming), String> {
+        let mut builder = Request::builder()
+            .method(method.clone())
+            .uri(&self.endpoint.path)
+            .header("host", &self.endpoint.host)
+            .header("accept", "application/json, text/event-stream");
+        if line.is_some() {
+            builder = builder.header("content-type", "application/json");
+        }
+        if let Some(id) = &session.id {
+            builder = builder.header("mcp-session-id", id);
+        }
+        if let Some(version) = &session.protocol_version {
+            builder = builder.header("mcp-protocol-version", version);
+        }
+        for (name, value) in &self.headers {
+            builder = builder.header(name, value);
+        }
+        let body = Full::new(Bytes::from(line.unwrap_or_default().to_owned()));
+        let request = builder
+            .body(body)
+            .map_err(|err| format!("the request could not be built: {err}"))?;
+        let mut sender = self.connection().await?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|err| format!("{method} failed: {err}"))?;
+        // The connection goes back to the pool once this response's body is read (hyper
+        // reports it ready again then); a stream keeps it until it ends.
+        self.idle.lock().await.push(sender);
+        let (parts, body) = response.into_parts();
+        Ok((parts.status, parts.headers, body))
+    }
+
+    /// A connection ready for a request: an idle one, or a new one. (HTTP/1.1 carries one
+    /// exchange at a time; a connection still streaming an answer is skipped, not waited for.)
+    async fn connection(&self) -> Result<SendRequest<Full<Bytes>>, String> {
+        {
+            let mut idle = self.idle.lock().await;
+            idle.retain(|sender| !sender.is_closed());
+            if let Some(ready) = idle.iter().position(SendRequest::is_ready) {
+                return Ok(idle.swap_remove(ready));
+            }
+        }
+        let stream = tokio::net::TcpStream::connect(&self.endpoint.authority)
+            .await
+            .map_err(|err| format!("cannot connect to {}: {err}", self.endpoint.authority))?;
+        let _ = stream.set_nodelay(true);
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|err| {
+                format!(
+                    "HTTP handshake with {} failed: {err}",
+                    self.endpoint.authority
+                )
+            })?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(sender)
+    }
+}
+
+fn header(headers: &hyper::HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+fn is_event_stream(headers: &hyper::HeaderMap) -> bool {
+    header(headers, "content-type").is_some_and(|t| t.starts_with("text/event-stream"))
+}
+
+/// Whether an answer is JSON. A `400` in JSON to a message that carried a session id is read as
+/// "unknown session": what the TypeScript SDK's example servers answer where the spec says `404`.
+fn is_json(headers: &hyper::HeaderMap) -> bool {
+    header(headers, "content-type").is_some_and(|t| t.starts_with("application/json"))
+}
+
+fn protocol_version(line: &str) -> Option<String> {
+    if !line.contains("\"protocolVersion\"") {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_str(line).ok()?;
+    value["result"]["protocolVersion"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+async fn body_bytes(body: hyper::body::Incoming) -> Bytes {
+    body.collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default()
+}
+
+/// The messages of a JSON body: one message, or (from old servers) a batch.
+async fn read_messages(
+    headers: &hyper::HeaderMap,
+    body: hyper::body::Incoming,
+    max_line: usize,
+) -> Result<Vec<String>, String> {
+    if is_event_stream(headers) {
+        let mut events = SseReader::new(body, max_line);
+        let mut out = Vec::new();
+        while let Some(data) = events.next().await? {
+            out.push(data);
+        }
+        return Ok(out);
+    }
+    let bytes = body_bytes(body).await;
+    if bytes.len() > max_line {
+        return Err(format!(
+            "an answer of {} bytes is over the limit",
+            bytes.len()
+        ));
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(Vec::new());
+    }
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Array(batch)) => Ok(batch.iter().map(|m| m.to_string()).collect()),
+        Ok(_) => Ok(vec![text.to_owned()]),
+        Err(err) => Err(format!("the answer is not JSON: {err}")),
+    }
+}
+
+/// Reads server-sent events from a body, yielding each event's data (one JSON-RPC message).
+struct SseReader {
+    body: hyper::body::Incoming,
+    buffer: Vec<u8>,
+    max_line: usize,
+}
+
+impl SseReader {
+    fn new(body: hyper::body::Incoming, max_line: usize) -> Self {
+        Self {
+            body,
+            buffer: Vec::new(),
+            max_line,
+        }
+    }
+
+    /// The next event's data; `None` at the end of the stream.
+    async fn next(&mut self) -> Result<Option<String>, String> {
+        loop {
+            if let Some(end) = find_event_end(&self.buffer) {
+                let event: Vec<u8> = self.buffer.drain(..end.0 + end.1).collect();
+                let text = String::from_utf8_lossy(&event[..end.0]).into_owned();
+                let data: Vec<&str> = text
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                    .collect();
+                if data.is_empty() || data.iter().all(|d| d.trim().is_empty()) {
+                    continue; // a comment, a `retry:` or a priming event
+                }
+                return Ok(Some(data.join("\n")));
+            }
+            if self.buffer.len() > self.max_line {
+                return Err("an event over the size limit".to_owned());
+            }
+            match self.body.frame().await {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buffer.extend_from_slice(&data);
+                    }
+                }
+                Some(Err(err)) => return Err(format!("the event stream broke: {err}")),
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+/// Where the first event in `buffer` ends: its length and the blank line's length.
+fn find_event_end(buffer: &[u8]) -> Option<(usize, usize)> {
+    let lf = memchr::memmem::find(buffer, b"\n\n").map(|i| (i, 2));
+    let crlf = memchr::memmem::find(buffer, b"\r\n\r\n").map(|i| (i, 4));
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_parse_with_and_without_a_port() {
+        let e = Endpoint::parse("http://127.0.0.1:3001/mcp").unwrap();
+        assert_eq!(
+            (e.authority.as_str(), e.path.as_str()),
+            ("127.0.0.1:3001", "/mcp")
+        );
+        let e = Endpoint::parse("http://example.com").unwrap();
+        assert_eq!(
+            (e.authority.as_str(), e.path.as_str()),
+            ("example.com:80", "/")
+        );
+        assert!(
+            Endpoint::parse("https://x/mcp")
+                .unwrap_err()
+                .contains("https")
+        );
+        assert!(Endpoint::parse("ftp://x").is_err());
+    }
+
+    #[test]
+    fn events_end_at_a_blank_line() {
+        assert_eq!(find_event_end(b"data: {}\n\nrest"), Some((8, 2)));
+        assert_eq!(find_event_end(b"data: {}\r\n\r\n"), Some((8, 4)));
+        assert_eq!(find_event_end(b"data: {"), None);
+    }
+}
