@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::ArgGroup;
 use mcp_middleware::registry::{self, ModelDescriptor};
-use mcp_middleware::upstream::{ServerSet, StdioServer};
+use mcp_middleware::upstream::{HttpUpstream, ServerSet, StdioServer, Upstream};
 use mcp_middleware::{Project as ModelProject, ProjectPrompt, Proxy, SessionOptions};
 use mcpctl::store::validate::{chain_configs, warn_unused};
 use mcpctl::store::{Project, ProjectSpec, PromptSpec, Server, ServerSpec, Store};
@@ -23,7 +23,7 @@ use crate::model_config;
 
 /// `proxy`'s arguments.
 #[derive(Debug, clap::Args)]
-#[command(group(ArgGroup::new("target").required(true).args(["project", "command"])))]
+#[command(group(ArgGroup::new("target").required(true).args(["project", "command", "url"])))]
 pub(crate) struct ProxyArgs {
     /// A project from the store (`mcpctl get projects`): its servers, prompts, model and config.
     pub(crate) project: Option<String>,
@@ -46,6 +46,13 @@ pub(crate) struct ProxyArgs {
     /// JSON when it parses, else as a string.
     #[arg(long = "set", value_name = "MODEL.FIELD=VALUE")]
     pub(crate) sets: Vec<String>,
+    /// Without a project: a streamable HTTP server's MCP endpoint, instead of a command.
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    pub(crate) url: Option<String>,
+    /// With `--url`: a header to send with every request, as `Name: value` (repeatable;
+    /// `${env:VAR}` in the value is resolved when the proxy connects).
+    #[arg(long = "header", value_name = "NAME: VALUE", requires = "url")]
+    pub(crate) headers: Vec<String>,
     /// Without a project: the upstream server's command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub(crate) command: Vec<String>,
@@ -68,20 +75,35 @@ pub(crate) fn build(args: &ProxyArgs) -> anyhow::Result<Proxy> {
         Some(name) => for_project(&Store::from_env()?, name, args.model.as_deref(), overrides)?,
         None => ad_hoc(
             args.model.as_deref().unwrap_or("passthrough"),
-            &args.command,
+            ad_hoc_upstream(args)?,
             overrides,
         )?,
     };
     Ok(proxy.options(options))
 }
 
-/// `proxy --model M -- CMD ARGS...`.
-fn ad_hoc(model: &str, command: &[String], configs: Map<String, Value>) -> anyhow::Result<Proxy> {
-    let model = registry::find(model)?;
-    let Some((program, rest)) = command.split_first() else {
+/// The upstream of `proxy --url URL` or `proxy -- CMD ARGS...`.
+fn ad_hoc_upstream(args: &ProxyArgs) -> anyhow::Result<Upstream> {
+    if let Some(url) = &args.url {
+        let mut remote = HttpUpstream::new(url);
+        for header in &args.headers {
+            let Some((name, value)) = header.split_once(':') else {
+                bail!("--header `{header}`: expected `Name: value`");
+            };
+            remote = remote.header(name.trim(), value.trim());
+        }
+        return Ok(remote.into());
+    }
+    let Some((program, rest)) = args.command.split_first() else {
         bail!("no upstream command: give it after `--`, e.g. `mcpctl proxy -- node server.js`");
     };
-    let mut proxy = Proxy::new(StdioServer::new(program).args(rest)).model_descriptor(model);
+    Ok(StdioServer::new(program).args(rest).into())
+}
+
+/// `proxy --model M -- CMD ARGS...` (or `--url URL`).
+fn ad_hoc(model: &str, upstream: Upstream, configs: Map<String, Value>) -> anyhow::Result<Proxy> {
+    let model = registry::find(model)?;
+    let mut proxy = Proxy::new(upstream).model_descriptor(model);
     for (name, config) in configs {
         proxy = proxy.config(name, config);
     }
@@ -139,7 +161,7 @@ pub(crate) fn for_project(
 /// The proxy's upstream side for a project's servers: one server is served as it is; several
 /// are merged into one surface ([`ServerSet`]: `server{separator}tool` names, resources and
 /// prompts routed back), each server's state written to the project's status file (which
-/// `describe project` shows). HTTP servers are refused until the library has HTTP upstreams.
+/// `describe project` shows). HTTP servers are reached over streamable HTTP.
 fn upstreams(store: &Store, project: &Project, servers: &[Server]) -> anyhow::Result<Proxy> {
     match servers {
         [] => bail!(
@@ -150,14 +172,14 @@ fn upstreams(store: &Store, project: &Project, servers: &[Server]) -> anyhow::Re
             // One server is served as it is, with no status file: drop one left from when the
             // project had several, so `describe` does not show it.
             let _ = std::fs::remove_file(status_file(store, &project.name));
-            Ok(Proxy::new(stdio_server(server)?))
+            Ok(Proxy::new(upstream(server)?))
         }
         several => {
             let mut set = ServerSet::new()
                 .separator(project.spec.separator())
                 .status_file(status_file(store, &project.name));
             for server in several {
-                set = set.server(&server.name, stdio_server(server)?);
+                set = set.server(&server.name, upstream(server)?);
             }
             Ok(Proxy::new(set))
         }
@@ -170,10 +192,11 @@ pub(crate) fn status_file(store: &Store, project: &str) -> PathBuf {
     store.root().join("status").join(format!("{project}.json"))
 }
 
-/// How to start a stored stdio server. Values go to the library as written: a `${env:VAR}`
-/// placeholder is the library's to resolve, when it starts the server (SPEC T6).
-fn stdio_server(server: &Server) -> anyhow::Result<StdioServer> {
-    match &server.spec {
+/// The upstream for a stored server: a child process on stdio, or a streamable HTTP server.
+/// Values go to the library as written: a `${env:VAR}` placeholder is the library's to resolve,
+/// when it starts the server or connects to it (SPEC T6).
+fn upstream(server: &Server) -> anyhow::Result<Upstream> {
+    Ok(match &server.spec {
         ServerSpec::Stdio(spec) => {
             let mut stdio = StdioServer::new(&spec.command).args(&spec.args);
             for (key, value) in &spec.env {
@@ -182,14 +205,16 @@ fn stdio_server(server: &Server) -> anyhow::Result<StdioServer> {
             if let Some(cwd) = &spec.cwd {
                 stdio = stdio.current_dir(cwd);
             }
-            Ok(stdio)
+            stdio.into()
         }
-        ServerSpec::Http(http) => bail!(
-            "server `{}` is an HTTP server ({}), and HTTP upstreams are not supported yet; use a stdio server (`command`)",
-            server.name,
-            http.url
-        ),
-    }
+        ServerSpec::Http(http) => {
+            let mut remote = HttpUpstream::new(&http.url);
+            for (name, value) in &http.headers {
+                remote = remote.header(name, value);
+            }
+            remote.into()
+        }
+    })
 }
 
 /// Fails now, naming the project, if the model refuses its config.
