@@ -16,6 +16,9 @@
 //! `gate` hides `begin_session` once a session is open), its `on_tool_call` sees calls to them,
 //! and its transform applies to what comes from further in.
 //!
+//! **Routes.** The chain also carries the proxy's routing paths (`crate::routing`): what is
+//! hidden from every model and what passes by them all.
+//!
 //! **Cost.** A hook no model implements has no steps, and the session forwards such messages as
 //! raw bytes without building a context (see `session`), so it costs nothing.
 
@@ -27,6 +30,8 @@ use serde_json::{Map, Value};
 
 use crate::error::ProxyError;
 use crate::model::{HookId, ModelDescriptor, StateDescriptor, Step, StepKind};
+use crate::routing::{Router, Routes};
+use crate::upstream::Upstream;
 
 /// A model composed for running: its flattened layers, the steps of every hook, every model's
 /// validated config and the state types a session needs.
@@ -37,6 +42,8 @@ pub struct Chain {
     configs: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     states: Vec<StateDescriptor>,
     observed: bool,
+    /// The routing paths (SPEC P7); `None` when none are configured.
+    router: Option<Router>,
 }
 
 impl std::fmt::Debug for Chain {
@@ -58,6 +65,7 @@ impl Chain {
             configs: HashMap::new(),
             states: Vec::new(),
             observed: false,
+            router: None,
         }
     }
 
@@ -116,6 +124,7 @@ impl Chain {
             steps,
             configs: configs_by_type,
             states,
+            router: None,
         })
     }
 
@@ -147,6 +156,18 @@ impl Chain {
     /// Whether any model observes requests.
     pub fn observed(&self) -> bool {
         self.observed
+    }
+
+    /// Applies routing paths (hidden, pass-through) in front of the chain; `upstream` tells
+    /// how names are namespaced.
+    pub(crate) fn with_routes(mut self, routes: &Routes, upstream: &Upstream) -> Self {
+        self.router = Router::new(routes, upstream);
+        self
+    }
+
+    /// The routing paths, when any are configured.
+    pub(crate) fn router(&self) -> Option<&Router> {
+        self.router.as_ref()
     }
 
     pub(crate) fn layers(&self) -> &[&'static ModelDescriptor] {

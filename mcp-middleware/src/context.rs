@@ -174,7 +174,17 @@ pub struct Context {
     /// The hooked client request this context serves (0: none).
     call: u64,
     cancel: CancellationToken,
-    reached_upstream: Arc<AtomicBool>,
+    request: Arc<RequestState>,
+}
+
+/// What the contexts of one request share.
+#[derive(Debug, Default)]
+struct RequestState {
+    /// Whether anything of the request was sent upstream.
+    reached_upstream: AtomicBool,
+    /// With routes: the upstream's pass-through entries of the listing this request fetched
+    /// (`crate::routing`), for the final answer.
+    listed: Mutex<Option<Vec<Value>>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -192,14 +202,22 @@ impl Context {
             session,
             call,
             cancel,
-            reached_upstream: Arc::new(AtomicBool::new(false)),
+            request: Arc::default(),
         }
     }
 
     /// Whether anything of this request was sent upstream (a request answered without it was
     /// rejected inside the proxy, for observers).
     pub(crate) fn reached_upstream(&self) -> bool {
-        self.reached_upstream.load(Ordering::Relaxed)
+        self.request.reached_upstream.load(Ordering::Relaxed)
+    }
+
+    /// The upstream's pass-through entries of the listing this request fetched, if it did.
+    pub(crate) fn take_listed(&self) -> Option<Vec<Value>> {
+        match self.request.listed.lock() {
+            Ok(mut listed) => listed.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        }
     }
 
     /// The session's id: unique within this proxy process.
@@ -301,16 +319,36 @@ impl Context {
     }
 
     /// Sends a request upstream and waits for the raw result. Dropping the future cancels the
-    /// request upstream.
+    /// request upstream. With routes (`crate::routing`), a request for something hidden is
+    /// refused here and a listing comes back without hidden entries.
     pub(crate) async fn upstream_raw(
         &self,
         method: &str,
         params: Option<String>,
     ) -> HookResult<String> {
+        let Some(router) = self.session.chain.router() else {
+            return self.send_upstream(method, params).await;
+        };
+        router.check(method, params.as_deref())?;
+        let raw = self.send_upstream(method, params).await?;
+        if !router.filters_answer(method) {
+            return Ok(raw);
+        }
+        let (raw, listed) = router.filter_upstream_listing(method, raw);
+        if let Some(listed) = listed {
+            match self.request.listed.lock() {
+                Ok(mut slot) => *slot = Some(listed),
+                Err(poisoned) => *poisoned.into_inner() = Some(listed),
+            }
+        }
+        Ok(raw)
+    }
+
+    async fn send_upstream(&self, method: &str, params: Option<String>) -> HookResult<String> {
         let link = &self.session.link;
         let uid = link.upstream_ids.fetch_add(1, Ordering::Relaxed) + 1;
         let (reply, answer) = oneshot::channel();
-        self.reached_upstream.store(true, Ordering::Relaxed);
+        self.request.reached_upstream.store(true, Ordering::Relaxed);
         link.calls
             .send(LoopCall::Upstream {
                 uid,

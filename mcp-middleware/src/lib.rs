@@ -30,6 +30,7 @@
 //! - [`http`]: the streamable HTTP front.
 //! - [`upstream`]: the servers behind the proxy.
 //! - [`registry`]: the proxy models linked into a binary.
+//! - [`routing`]: hidden and pass-through routes (SPEC P7).
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
@@ -45,6 +46,7 @@ pub mod pattern;
 pub mod project;
 pub mod proxy;
 pub mod registry;
+pub mod routing;
 mod session;
 pub mod transport;
 mod unknown_fields;

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use crate::chain::Chain;
 use crate::model::{ModelDescriptor, ProxyModel};
 use crate::project::Project;
+use crate::routing::Routes;
 use crate::session::{Event, Session, SessionOptions};
 use crate::transport::{LineReader, stdio, write_lines};
 use crate::upstream::Upstream;
@@ -33,6 +34,7 @@ pub struct Proxy {
     configs: Map<String, Value>,
     project: Option<Arc<Project>>,
     options: SessionOptions,
+    routes: Routes,
 }
 
 impl Proxy {
@@ -45,6 +47,7 @@ impl Proxy {
             configs: Map::new(),
             project: None,
             options: SessionOptions::default(),
+            routes: Routes::default(),
         }
     }
 
@@ -72,18 +75,36 @@ impl Proxy {
         self
     }
 
+    /// Sets the routing paths (SPEC P7): what is hidden from the client and what passes by the
+    /// models; see [`routing`](crate::routing).
+    ///
+    /// ```
+    /// use mcp_middleware::{Proxy, routing::Routes, upstream::StdioServer};
+    ///
+    /// let proxy = Proxy::new(StdioServer::new("my-server"))
+    ///     .routes(Routes::new().hide("admin-*").pass_through("echo"));
+    /// # let _ = proxy;
+    /// ```
+    pub fn routes(mut self, routes: Routes) -> Self {
+        self.routes = routes;
+        self
+    }
+
     /// Composes the chain and validates every config and the registry, as `serve` does first.
     pub fn chain(&self) -> Result<Chain, ProxyError> {
         crate::registry::models()?;
-        match self.model {
-            Some(model) => Chain::new(model, &self.configs),
-            None if self.configs.is_empty() => Ok(Chain::empty()),
-            None => Err(ProxyError::Config {
-                model: self.configs.keys().next().cloned().unwrap_or_default(),
-                field: None,
-                message: "config was given but no model is set".to_owned(),
-            }),
-        }
+        let chain = match self.model {
+            Some(model) => Chain::new(model, &self.configs)?,
+            None if self.configs.is_empty() => Chain::empty(),
+            None => {
+                return Err(ProxyError::Config {
+                    model: self.configs.keys().next().cloned().unwrap_or_default(),
+                    field: None,
+                    message: "config was given but no model is set".to_owned(),
+                });
+            }
+        };
+        Ok(chain.with_routes(&self.routes, &self.server))
     }
 
     /// Replaces the session settings.

@@ -35,7 +35,7 @@ pub use layer::Layer;
 pub use next::Next;
 #[doc(hidden)]
 pub use next::{End, Step, StepKind};
-pub(crate) use observe::target_of;
+pub(crate) use observe::Subject;
 pub use observe::{Observation, Outcome};
 pub use tool::{
     ToolDescriptor, ToolOutput, arguments as tool_arguments, input_schema, no_arguments,

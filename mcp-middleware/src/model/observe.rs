@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use serde_json::{Map, Value};
+
 /// How a request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -42,34 +44,53 @@ pub struct Observation {
     pub duration: Duration,
     /// The error message, when it ended in an error.
     pub error: Option<String>,
+    /// The arguments the client sent (`params.arguments` of `tools/call` and `prompts/get`), as
+    /// it sent them, before any model changed them. Secrets may be among them: an observer that
+    /// records them should redact.
+    pub arguments: Option<Value>,
 }
 
 impl Observation {
     pub(crate) fn new(
         method: String,
-        target: Option<String>,
+        subject: Subject,
         outcome: Outcome,
         duration: Duration,
         error: Option<String>,
     ) -> Self {
         Self {
             method,
-            target,
+            target: subject.target,
             outcome,
             duration,
             error,
+            arguments: subject.arguments,
         }
     }
 }
 
-/// The tool, resource or prompt a request is about: `params.name` for `tools/call` and
-/// `prompts/get`, `params.uri` for resource requests.
-pub(crate) fn target_of(method: &str, params: Option<&str>) -> Option<String> {
-    let key = match method {
-        "tools/call" | "prompts/get" => "name",
-        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
-        _ => return None,
-    };
-    let params: serde_json::Map<String, serde_json::Value> = serde_json::from_str(params?).ok()?;
-    params.get(key)?.as_str().map(str::to_owned)
+/// What a request is about, for observers: its target and arguments.
+#[derive(Debug, Default)]
+pub(crate) struct Subject {
+    target: Option<String>,
+    arguments: Option<Value>,
+}
+
+impl Subject {
+    /// The tool, resource or prompt a request is about (`params.name` for `tools/call` and
+    /// `prompts/get`, `params.uri` for resource requests) and its arguments.
+    pub(crate) fn of(method: &str, params: Option<&str>) -> Self {
+        let key = match method {
+            "tools/call" | "prompts/get" => "name",
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
+            _ => return Self::default(),
+        };
+        let Some(Ok(mut params)) = params.map(serde_json::from_str::<Map<String, Value>>) else {
+            return Self::default();
+        };
+        Self {
+            target: params.get(key).and_then(Value::as_str).map(str::to_owned),
+            arguments: params.remove("arguments"),
+        }
+    }
 }

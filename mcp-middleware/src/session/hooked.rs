@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::bridge::ClientEra;
 use super::{Pending, Session, UpstreamRequest, UpstreamState};
 use crate::context::{Context, LoopCall, RawOutcome};
-use crate::model::{HookId, Observation, Outcome, RawNotification, RawRequest, target_of};
+use crate::model::{HookId, Observation, Outcome, RawNotification, RawRequest, Subject};
 use crate::{dispatch, era, jsonrpc};
 
 /// How long `on_session_end` hooks may take once the client has gone.
@@ -47,7 +47,7 @@ impl Hooked {
             uid,
             Observing {
                 method: method.to_owned(),
-                target: target_of(method, params),
+                subject: Subject::of(method, params),
                 started: Instant::now(),
             },
         );
@@ -58,7 +58,7 @@ impl Hooked {
 struct HookedCall {
     client_id: Box<str>,
     method: String,
-    target: Option<String>,
+    subject: Subject,
     started: Instant,
     /// When the request last showed life (its start, or progress from the upstream for it):
     /// the request timeout counts from here.
@@ -70,7 +70,7 @@ struct HookedCall {
 
 struct Observing {
     method: String,
-    target: Option<String>,
+    subject: Subject,
     started: Instant,
 }
 
@@ -185,6 +185,10 @@ impl Session {
         let task_ctx = ctx.clone();
         let (task_method, task_params) = (method.to_owned(), params.map(str::to_owned));
         let task = tokio::spawn(async move {
+            let filter = chain
+                .router()
+                .is_some_and(|router| router.filters_answer(&task_method));
+            let listing = filter.then(|| task_method.clone());
             let run = dispatch::client_request(&chain, &task_ctx, task_method, task_params);
             let outcome = match AssertUnwindSafe(run).catch_unwind().await {
                 Ok(outcome) => outcome,
@@ -197,6 +201,14 @@ impl Session {
                     ))
                 }
             };
+            // Routes: what the models made of a listing loses hidden entries and gets the
+            // upstream's pass-through entries back.
+            let outcome = match (listing, chain.router(), outcome) {
+                (Some(method), Some(router), Ok(result)) => {
+                    Ok(router.finish_listing(&method, result, task_ctx.take_listed()))
+                }
+                (_, _, outcome) => outcome,
+            };
             let _ = calls.send(LoopCall::Finished { call, outcome });
         });
         self.hooks.calls.insert(
@@ -204,10 +216,10 @@ impl Session {
             HookedCall {
                 client_id: id.into(),
                 method: method.to_owned(),
-                target: if self.chain.observed() {
-                    target_of(method, params)
+                subject: if self.chain.observed() {
+                    Subject::of(method, params)
                 } else {
-                    None
+                    Subject::default()
                 },
                 started: Instant::now(),
                 active: Instant::now(),
@@ -216,6 +228,33 @@ impl Session {
                 task: task.abort_handle(),
             },
         );
+    }
+
+    /// A request routes refuse (it names something hidden): answered here, before the chain;
+    /// observers see it `rejected`, and nothing reaches the upstream.
+    pub(super) fn reject_routed(
+        &mut self,
+        id: &str,
+        method: &str,
+        params: Option<&str>,
+        error: ErrorData,
+    ) {
+        let started = Instant::now();
+        tracing::debug!(method, error = %error.message, "refused by the routes");
+        self.to_client(error_line(id, &error));
+        if self.chain.observed() {
+            let ctx = self.context(CancellationToken::new());
+            self.observe(
+                &ctx,
+                Observation::new(
+                    method.to_owned(),
+                    Subject::of(method, params),
+                    Outcome::Rejected,
+                    started.elapsed(),
+                    Some(error.message.into()),
+                ),
+            );
+        }
     }
 
     /// Cancels the hooked request the client knows as `client_id`, if there is one.
@@ -235,7 +274,7 @@ impl Session {
             &call.ctx,
             Observation::new(
                 call.method,
-                call.target,
+                call.subject,
                 Outcome::Cancelled,
                 call.started.elapsed(),
                 None,
@@ -284,7 +323,7 @@ impl Session {
                 &call.ctx,
                 Observation::new(
                     call.method,
-                    call.target,
+                    call.subject,
                     Outcome::Error,
                     call.started.elapsed(),
                     Some(message),
@@ -326,7 +365,7 @@ impl Session {
                 &call.ctx,
                 Observation::new(
                     call.method,
-                    call.target,
+                    call.subject,
                     kind,
                     call.started.elapsed(),
                     error,
@@ -345,7 +384,7 @@ impl Session {
             &ctx,
             Observation::new(
                 observing.method,
-                observing.target,
+                observing.subject,
                 outcome,
                 observing.started.elapsed(),
                 error,

@@ -46,6 +46,7 @@ use crate::era;
 use crate::jsonrpc::{self, Message, range_in, splice};
 use crate::model::{HookId, Outcome};
 use crate::project::Project;
+use crate::routing::Route;
 use crate::transport::Frame;
 use crate::upstream::{Upstream, UpstreamEvent, UpstreamLink};
 
@@ -347,6 +348,15 @@ impl Session {
     }
 
     fn on_client_request(&mut self, line: &str, id: &str, method: &str, params: Option<&str>) {
+        // Routing paths (SPEC P7): only when some are configured is anything parsed here.
+        let route = match self.chain.router() {
+            Some(router) => router.route(method, params),
+            None => Route::Chain,
+        };
+        if let Route::Hidden(error) = route {
+            self.reject_routed(id, method, params, error);
+            return;
+        }
         if !self.ensure_upstream(Some(id), method) {
             return;
         }
@@ -361,7 +371,12 @@ impl Session {
         if bridged && self.answer_for_bridged_client(id, method, params) {
             return;
         }
-        if self.chain.intercepts_request(method) {
+        let hooked = match route {
+            Route::Listing => true,
+            Route::PassThrough => false,
+            _ => self.chain.intercepts_request(method),
+        };
+        if hooked {
             self.start_hooked_request(id, method, params);
             return;
         }

@@ -86,6 +86,11 @@ impl ServerSet {
         self.servers.iter().map(|(name, _)| name.as_str()).collect()
     }
 
+    /// What goes between a server's name and a tool's or prompt's name (`__` unless set).
+    pub fn namespace_separator(&self) -> &str {
+        &self.separator
+    }
+
     pub(crate) fn spawn<E>(
         &self,
         generation: u64,

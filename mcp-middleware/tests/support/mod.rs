@@ -74,6 +74,23 @@ impl Client {
         self.writer.write_all(line.as_bytes()).await.expect("write");
     }
 
+    /// Sends one line as it is (a newline is added).
+    pub async fn send_raw(&mut self, line: &str) {
+        self.writer
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .expect("write");
+    }
+
+    /// The next line from the proxy, as it came (10 s at most).
+    pub async fn next_line(&mut self) -> String {
+        tokio::time::timeout(Duration::from_secs(10), self.lines.next_line())
+            .await
+            .expect("the proxy answered within 10 s")
+            .expect("read")
+            .expect("the proxy closed the connection")
+    }
+
     pub async fn notify(&mut self, method: &str, params: Option<Value>) {
         let mut message = json!({"jsonrpc": "2.0", "method": method});
         if let Some(params) = params {
