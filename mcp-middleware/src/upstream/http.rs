@@ -16,8 +16,8 @@
 //! - a server that cannot be reached, or answers a request with an HTTP error, gives that
 //!   request a JSON-RPC error (`-32001`) naming the server and what happened.
 //!
-//! Plain `http://` only for now: TLS to the upstream is not built in (put a local TLS proxy in
-//! front, or run the server on loopback).
+//! `https://` endpoints are reached over TLS (rustls), trusting the Mozilla roots
+//! (`webpki-roots`) and any CA given with [`HttpUpstream::ca_file`].
 
 use std::fmt;
 use std::sync::Arc;
@@ -49,6 +49,7 @@ use crate::jsonrpc::{self, Message};
 pub struct HttpUpstream {
     url: String,
     headers: Vec<(String, String)>,
+    ca_files: Vec<std::path::PathBuf>,
 }
 
 impl HttpUpstream {
@@ -57,7 +58,15 @@ impl HttpUpstream {
         Self {
             url: url.into(),
             headers: Vec::new(),
+            ca_files: Vec::new(),
         }
+    }
+
+    /// Also trusts the certificate authorities in this PEM file, for an `https://` server whose
+    /// certificate is not signed by a public CA.
+    pub fn ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.ca_files.push(path.into());
+        self
     }
 
     /// Sends `name: value` with every request (`${env:VAR}` in the value is resolved when the
@@ -87,6 +96,11 @@ impl HttpUpstream {
             cause: std::io::Error::other(problem),
         };
         let endpoint = Endpoint::parse(&self.url).map_err(fail)?;
+        let tls = if endpoint.tls {
+            Some(tls_connector(&self.ca_files).map_err(fail)?)
+        } else {
+            None
+        };
         let mut headers = Vec::new();
         for (name, value) in &self.headers {
             let value = env_refs::resolve(std::ffi::OsStr::new(value)).map_err(fail)?;
@@ -104,6 +118,7 @@ impl HttpUpstream {
         let client = Arc::new(Client {
             name: self.to_string(),
             endpoint,
+            tls,
             headers,
             max_line,
             up,
@@ -129,11 +144,18 @@ impl fmt::Display for HttpUpstream {
     }
 }
 
+/// A connection's driver, whatever its stream (plain TCP or TLS).
+type Connection = std::pin::Pin<Box<dyn Future<Output = Result<(), hyper::Error>> + Send>>;
+
 type Up = Arc<dyn Fn(String) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
 
 /// Where the endpoint is.
 #[derive(Debug, Clone)]
 struct Endpoint {
+    /// Whether it is `https://`.
+    tls: bool,
+    /// The host name the certificate must be for.
+    server_name: String,
     /// `host:port`, to connect to.
     authority: String,
     /// The `Host` header.
@@ -144,31 +166,34 @@ struct Endpoint {
 
 impl Endpoint {
     fn parse(url: &str) -> Result<Self, String> {
-        let Some(rest) = url.strip_prefix("http://") else {
-            return Err(if url.starts_with("https://") {
-                format!(
-                    "`{url}`: https upstreams are not supported yet (TLS to the upstream is not built in)"
-                )
-            } else {
-                format!("`{url}` is not an http:// URL")
-            });
+        let (tls, rest) = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
+            (Some(rest), _) => (true, rest),
+            (None, Some(rest)) => (false, rest),
+            (None, None) => return Err(format!("`{url}` is not an http:// or https:// URL")),
         };
         let (authority, path) = match rest.find('/') {
             Some(slash) => (&rest[..slash], &rest[slash..]),
             None => (rest, "/"),
         };
         if authority.is_empty() || authority.contains('@') {
-            return Err(format!("`{url}`: expected http://host[:port]/path"));
+            return Err(format!("`{url}`: expected http(s)://host[:port]/path"));
         }
-        let with_port = if authority
+        let port = authority
             .rsplit_once(':')
-            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-        {
-            authority.to_owned()
-        } else {
-            format!("{authority}:80")
+            .filter(|(host, port)| port.parse::<u16>().is_ok() && !host.ends_with('['));
+        let (host, with_port) = match port {
+            Some((host, _)) => (host, authority.to_owned()),
+            None => (
+                authority,
+                format!("{authority}:{}", if tls { 443 } else { 80 }),
+            ),
         };
         Ok(Self {
+            tls,
+            server_name: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
             authority: with_port,
             host: authority.to_owned(),
             path: path.to_owned(),
@@ -192,6 +217,7 @@ struct SessionState {
 struct Client {
     name: String,
     endpoint: Endpoint,
+    tls: Option<tokio_rustls::TlsConnector>,
     headers: Vec<(String, String)>,
     max_line: usize,
     up: Up,
@@ -461,14 +487,37 @@ impl Client {
             .await
             .map_err(|err| format!("cannot connect to {}: {err}", self.endpoint.authority))?;
         let _ = stream.set_nodelay(true);
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|err| {
-                format!(
-                    "HTTP handshake with {} failed: {err}",
-                    self.endpoint.authority
-                )
-            })?;
+        let authority = &self.endpoint.authority;
+        let handshake_failed =
+            |err: hyper::Error| format!("HTTP handshake with {authority} failed: {err}");
+        let (sender, connection): (_, Connection) = match &self.tls {
+            Some(tls) => {
+                let name =
+                    rustls_pki_types::ServerName::try_from(self.endpoint.server_name.clone())
+                        .map_err(|err| {
+                            format!(
+                                "`{}` is not a TLS server name: {err}",
+                                self.endpoint.server_name
+                            )
+                        })?;
+                let stream = tls
+                    .connect(name, stream)
+                    .await
+                    .map_err(|err| format!("TLS with {authority} failed: {err}"))?;
+                let (sender, connection) =
+                    hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                        .await
+                        .map_err(handshake_failed)?;
+                (sender, Box::pin(connection))
+            }
+            None => {
+                let (sender, connection) =
+                    hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                        .await
+                        .map_err(handshake_failed)?;
+                (sender, Box::pin(connection))
+            }
+        };
         tokio::spawn(async move {
             let _ = connection.await;
         });
@@ -485,6 +534,31 @@ fn header(headers: &hyper::HeaderMap, name: &str) -> Option<String> {
 
 fn is_event_stream(headers: &hyper::HeaderMap) -> bool {
     header(headers, "content-type").is_some_and(|t| t.starts_with("text/event-stream"))
+}
+
+/// TLS for `https://` servers: the Mozilla roots, and the CAs in `ca_files`.
+fn tls_connector(ca_files: &[std::path::PathBuf]) -> Result<tokio_rustls::TlsConnector, String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    for path in ca_files {
+        let certs = CertificateDer::pem_file_iter(path)
+            .map_err(|err| format!("cannot read CA file {}: {err}", path.display()))?;
+        for cert in certs {
+            let cert = cert.map_err(|err| format!("CA file {}: {err}", path.display()))?;
+            roots
+                .add(cert)
+                .map_err(|err| format!("CA file {}: {err}", path.display()))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|err| format!("TLS setup failed: {err}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
 }
 
 /// Whether an answer is JSON. A `400` in JSON to a message that carried a session id is read as
@@ -617,10 +691,14 @@ mod tests {
             (e.authority.as_str(), e.path.as_str()),
             ("example.com:80", "/")
         );
-        assert!(
-            Endpoint::parse("https://x/mcp")
-                .unwrap_err()
-                .contains("https")
+        let e = Endpoint::parse("https://mcp.example.com/mcp").unwrap();
+        assert!(e.tls);
+        assert_eq!(e.authority, "mcp.example.com:443");
+        assert_eq!(e.server_name, "mcp.example.com");
+        let e = Endpoint::parse("https://[::1]:8443/mcp").unwrap();
+        assert_eq!(
+            (e.authority.as_str(), e.server_name.as_str()),
+            ("[::1]:8443", "::1")
         );
         assert!(Endpoint::parse("ftp://x").is_err());
     }
