@@ -26,6 +26,21 @@ use crate::model::HookResult;
 use crate::project::Project;
 
 /// Who is on the other end of a session (SPEC T5).
+///
+/// Resolved once, when the session starts, and the same for every hook and observer of the
+/// session ([`Context::identity`]). On stdio it is the local user; on the HTTP front it comes
+/// from the credential the client authenticated with (see [`crate::auth`]): a bearer token from
+/// the token list, a verified JWT, or a TLS client certificate; with no authentication
+/// configured, an HTTP client is [`Identity::Anonymous`].
+///
+/// ```
+/// use mcp_middleware::Identity;
+///
+/// let local = Identity::local_user();
+/// assert_eq!(local.kind(), "local");
+/// assert!(!local.subject().is_empty());
+/// assert_eq!(Identity::Anonymous.subject(), "anonymous");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Identity {
@@ -33,6 +48,29 @@ pub enum Identity {
     LocalUser {
         /// The user name (`$USER`, or `unknown`).
         name: String,
+    },
+    /// An HTTP client of a front that authenticates no one.
+    Anonymous,
+    /// An HTTP client that presented a bearer token from the configured token list.
+    Token {
+        /// The subject the token list maps the token to.
+        subject: String,
+    },
+    /// An HTTP client that presented a JWT the proxy verified.
+    Jwt {
+        /// The configured subject claim (`sub` by default).
+        subject: String,
+        /// The `iss` claim, if any.
+        issuer: Option<String>,
+        /// Every claim of the token that started the session.
+        claims: serde_json::Map<String, Value>,
+    },
+    /// An HTTP client that presented a TLS client certificate issued by the configured CA.
+    Certificate {
+        /// The subject's common name (CN), or the whole distinguished name when it has none.
+        subject: String,
+        /// The subject's distinguished name, as RFC 4514 writes it (`CN=alice,O=Example`).
+        distinguished_name: String,
     },
 }
 
@@ -45,10 +83,53 @@ impl Identity {
         Identity::LocalUser { name }
     }
 
-    /// The name the identity goes by, for logs and audit records.
+    /// The name the identity goes by, for logs and audit records: the user name, the token
+    /// list's subject, the JWT's subject claim, the certificate's common name, or `anonymous`.
     pub fn subject(&self) -> &str {
         match self {
             Identity::LocalUser { name } => name,
+            Identity::Anonymous => "anonymous",
+            Identity::Token { subject }
+            | Identity::Jwt { subject, .. }
+            | Identity::Certificate { subject, .. } => subject,
+        }
+    }
+
+    /// How the identity was established: `local`, `anonymous`, `token`, `jwt` or `certificate`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Identity::LocalUser { .. } => "local",
+            Identity::Anonymous => "anonymous",
+            Identity::Token { .. } => "token",
+            Identity::Jwt { .. } => "jwt",
+            Identity::Certificate { .. } => "certificate",
+        }
+    }
+
+    /// Whether a credential established it (a token, a JWT or a certificate).
+    pub fn is_authenticated(&self) -> bool {
+        matches!(
+            self,
+            Identity::Token { .. } | Identity::Jwt { .. } | Identity::Certificate { .. }
+        )
+    }
+
+    /// The JWT's claims, for an identity from a JWT.
+    pub fn claims(&self) -> Option<&serde_json::Map<String, Value>> {
+        match self {
+            Identity::Jwt { claims, .. } => Some(claims),
+            _ => None,
+        }
+    }
+
+    /// Who the identity is, independent of the credential's details (a refreshed JWT of the
+    /// same issuer and subject is the same principal): what a session is bound to.
+    pub(crate) fn principal(&self) -> String {
+        match self {
+            Identity::Jwt {
+                subject, issuer, ..
+            } => format!("jwt:{}:{subject}", issuer.as_deref().unwrap_or_default()),
+            other => format!("{}:{}", other.kind(), other.subject()),
         }
     }
 }

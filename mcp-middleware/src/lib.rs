@@ -28,12 +28,14 @@
 //! - [`jsonrpc`]: the envelope, read without parsing payloads, and message writers.
 //! - [`transport`]: newline-delimited framing and the process's own stdio.
 //! - [`http`]: the streamable HTTP front.
+//! - [`auth`]: who HTTP clients are (bearer tokens, JWTs, TLS client certificates).
 //! - [`upstream`]: the servers behind the proxy.
 //! - [`registry`]: the proxy models linked into a binary.
 //! - [`routing`]: hidden and pass-through routes (SPEC P7).
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod auth;
 pub mod chain;
 pub mod context;
 mod dispatch;

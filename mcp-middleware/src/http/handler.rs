@@ -12,10 +12,12 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Map, Value};
 
 use super::body::{Body, SseBody, write_event};
-use super::guard::Guard;
 use super::registry::{Registry, SessionHandle, StatelessKey};
 use super::reject::{HEADER_MISMATCH, Reject};
+use super::server::Front;
 use super::streams::Opened;
+use super::tls::PeerCertificate;
+use crate::context::Identity;
 use crate::era::{self, STATELESS_VERSION, UNSUPPORTED_PROTOCOL_VERSION};
 use crate::jsonrpc::{self, Message};
 
@@ -40,7 +42,8 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Serves one request; never fails (a refusal is a response too).
 pub(crate) async fn handle(
     registry: Arc<Registry>,
-    guard: Arc<Guard>,
+    front: Arc<Front>,
+    certificate: Option<&PeerCertificate>,
     request: Request<Incoming>,
 ) -> Response<Body> {
     let origin = request
@@ -49,7 +52,7 @@ pub(crate) async fn handle(
         .and_then(|o| o.to_str().ok())
         .map(str::to_owned);
     let method = request.method().clone();
-    let mut response = match dispatch(&registry, &guard, request).await {
+    let mut response = match dispatch(&registry, &front, certificate, request).await {
         Ok(response) => response,
         Err(reject) => {
             if reject.status.is_server_error() {
@@ -62,14 +65,14 @@ pub(crate) async fn handle(
     };
     // Browsers may read the response when the origin passed the guard.
     if let Some(origin) = origin
-        && guard.check(None, Some(&origin)).is_ok()
+        && front.guard.check(None, Some(&origin)).is_ok()
         && let Ok(value) = HeaderValue::from_str(&origin)
     {
         let headers = response.headers_mut();
         headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
         headers.insert(
             header::ACCESS_CONTROL_EXPOSE_HEADERS,
-            HeaderValue::from_static("mcp-session-id"),
+            HeaderValue::from_static("mcp-session-id, www-authenticate"),
         );
         headers.append(header::VARY, HeaderValue::from_static("origin"));
     }
@@ -78,7 +81,8 @@ pub(crate) async fn handle(
 
 async fn dispatch(
     registry: &Arc<Registry>,
-    guard: &Guard,
+    front: &Front,
+    certificate: Option<&PeerCertificate>,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Reject> {
     let path = &registry.options().path;
@@ -90,19 +94,26 @@ async fn dispatch(
         ));
     }
     let headers = request.headers();
-    guard.check(
+    front.guard.check(
         text(headers, header::HOST.as_str()),
         text(headers, "origin"),
     )?;
     match *request.method() {
-        Method::POST => post(registry, request).await,
-        Method::GET => get(registry, request.headers()),
-        Method::DELETE => delete(registry, request.headers()),
-        Method::OPTIONS => Ok(preflight(request.headers())),
-        _ => Err(method_not_allowed(format!(
-            "Method Not Allowed: the MCP endpoint takes POST, GET and DELETE, not {}",
-            request.method()
-        ))),
+        Method::POST | Method::GET | Method::DELETE => {}
+        Method::OPTIONS => return Ok(preflight(request.headers())),
+        _ => {
+            return Err(method_not_allowed(format!(
+                "Method Not Allowed: the MCP endpoint takes POST, GET and DELETE, not {}",
+                request.method()
+            )));
+        }
+    }
+    // Every request authenticates, and its session must belong to whoever it authenticates as.
+    let identity = front.authn.authenticate(headers, certificate)?;
+    match *request.method() {
+        Method::POST => post(registry, &identity, request).await,
+        Method::GET => get(registry, &identity, request.headers()),
+        _ => delete(registry, &identity, request.headers()),
     }
 }
 
@@ -110,6 +121,7 @@ async fn dispatch(
 
 async fn post(
     registry: &Arc<Registry>,
+    identity: &Identity,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Reject> {
     registry.check_open()?;
@@ -154,19 +166,24 @@ async fn post(
             let (handle, created) = if method == "initialize" {
                 // A new session, unless it names one that is open (a second initialize on a
                 // session goes to that session, as on stdio).
-                match session_header.and_then(|sid| registry.find(sid)) {
+                match session_header.and_then(|sid| registry.find(sid, identity)) {
                     Some(handle) => (handle, false),
-                    None => (registry.create().map_err(|r| r.with_id(Some(id)))?, true),
+                    None => (
+                        registry.create(identity).map_err(|r| r.with_id(Some(id)))?,
+                        true,
+                    ),
                 }
             } else if let Some(sid) = session_header {
                 let handle = registry
-                    .find(sid)
+                    .find(sid, identity)
                     .ok_or_else(|| Reject::session_not_found().with_id(Some(id)))?;
                 (handle, false)
             } else if version == Some(STATELESS_VERSION) || params.is_some_and(era::has_envelope) {
-                let key = check_stateless(headers, version, id, &method, params)?;
+                let key = check_stateless(headers, version, id, &method, params, identity)?;
                 (
-                    registry.stateless(key).map_err(|r| r.with_id(Some(id)))?,
+                    registry
+                        .stateless(key, identity)
+                        .map_err(|r| r.with_id(Some(id)))?,
                     false,
                 )
             } else {
@@ -187,7 +204,8 @@ async fn post(
             request_response(registry, &handle, opened, created, stateless).await
         }
         Message::Notification { method, params } => {
-            let Some(handle) = session_for_message(registry, session_header, version)? else {
+            let Some(handle) = session_for_message(registry, identity, session_header, version)?
+            else {
                 return Ok(accepted());
             };
             if method == "notifications/cancelled"
@@ -202,7 +220,8 @@ async fn post(
             Ok(accepted())
         }
         Message::Result { .. } | Message::Error { .. } => {
-            let Some(handle) = session_for_message(registry, session_header, version)? else {
+            let Some(handle) = session_for_message(registry, identity, session_header, version)?
+            else {
                 return Err(Reject::bad_request(
                     "Bad Request: 2026-07-28 clients send no responses (input comes back as \
                      `inputResponses` on a retried request)",
@@ -218,12 +237,13 @@ async fn post(
 /// notifications mean nothing over HTTP (a request is cancelled by closing its stream).
 fn session_for_message(
     registry: &Registry,
+    identity: &Identity,
     session_header: Option<&str>,
     version: Option<&str>,
 ) -> Result<Option<Arc<SessionHandle>>, Reject> {
     match session_header {
         Some(sid) => registry
-            .find(sid)
+            .find(sid, identity)
             .map(Some)
             .ok_or_else(Reject::session_not_found),
         None if version == Some(STATELESS_VERSION) => Ok(None),
@@ -309,6 +329,7 @@ fn check_stateless(
     id: &str,
     method: &str,
     params: Option<&str>,
+    identity: &Identity,
 ) -> Result<StatelessKey, Reject> {
     let params: Map<String, Value> = params
         .and_then(|p| serde_json::from_str(p).ok())
@@ -367,7 +388,10 @@ fn check_stateless(
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    Ok(StatelessKey { client })
+    Ok(StatelessKey {
+        client,
+        principal: identity.principal(),
+    })
 }
 
 /// A header value with the `=?base64?...?=` sentinel decoded.
@@ -405,7 +429,11 @@ fn base64_decode(text: &str) -> Option<Vec<u8>> {
 
 // -------------------------------------------------------------------------------------- GET
 
-fn get(registry: &Registry, headers: &HeaderMap) -> Result<Response<Body>, Reject> {
+fn get(
+    registry: &Registry,
+    identity: &Identity,
+    headers: &HeaderMap,
+) -> Result<Response<Body>, Reject> {
     registry.check_open()?;
     let version = protocol_version(headers)?;
     if version == Some(STATELESS_VERSION) {
@@ -421,7 +449,7 @@ fn get(registry: &Registry, headers: &HeaderMap) -> Result<Response<Body>, Rejec
             "Not Acceptable: a GET must accept text/event-stream",
         ));
     }
-    let handle = session_of(registry, headers)?;
+    let handle = session_of(registry, identity, headers)?;
     let attached = {
         let mut streams = handle
             .streams
@@ -441,21 +469,31 @@ fn get(registry: &Registry, headers: &HeaderMap) -> Result<Response<Body>, Rejec
 
 // ----------------------------------------------------------------------------------- DELETE
 
-fn delete(registry: &Registry, headers: &HeaderMap) -> Result<Response<Body>, Reject> {
+fn delete(
+    registry: &Registry,
+    identity: &Identity,
+    headers: &HeaderMap,
+) -> Result<Response<Body>, Reject> {
     let id = text(headers, SESSION_ID).ok_or_else(|| {
         Reject::bad_request("Bad Request: DELETE needs the Mcp-Session-Id of the session to end")
     })?;
-    if !registry.remove(id, "the client ended the session") {
+    if !registry.remove(id, identity, "the client ended the session") {
         return Err(Reject::session_not_found());
     }
     tracing::info!(session = %super::registry::short(id), "HTTP session ended by the client");
     Ok(Response::new(Body::Empty))
 }
 
-fn session_of(registry: &Registry, headers: &HeaderMap) -> Result<Arc<SessionHandle>, Reject> {
+fn session_of(
+    registry: &Registry,
+    identity: &Identity,
+    headers: &HeaderMap,
+) -> Result<Arc<SessionHandle>, Reject> {
     let id = text(headers, SESSION_ID)
         .ok_or_else(|| Reject::bad_request("Bad Request: Mcp-Session-Id header is required"))?;
-    registry.find(id).ok_or_else(Reject::session_not_found)
+    registry
+        .find(id, identity)
+        .ok_or_else(Reject::session_not_found)
 }
 
 // ---------------------------------------------------------------------------------- helpers
@@ -592,6 +630,13 @@ fn rejected(reject: &Reject) -> Response<Body> {
         response
             .headers_mut()
             .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+    }
+    if let Some(challenge) = &reject.challenge
+        && let Ok(value) = HeaderValue::from_str(challenge)
+    {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
     }
     if reject.status == StatusCode::SERVICE_UNAVAILABLE {
         response

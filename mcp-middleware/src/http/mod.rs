@@ -23,8 +23,8 @@
 //!   never issued), `404`, and the client starts over. `DELETE` ends a session.
 //! - **Stateless** (2026-07-28 clients, whose requests carry the `_meta` envelope and no
 //!   session id): requests are served by a *stateless session* keyed by the client's name in
-//!   the envelope (`io.modelcontextprotocol/clientInfo.name`), and, once the HTTP front
-//!   authenticates clients, by their identity. So model state (a gate opened by
+//!   the envelope (`io.modelcontextprotocol/clientInfo.name`) and the identity the request
+//!   authenticated as (see below). So model state (a gate opened by
 //!   `begin_session`, pages of a paginated result, the bridge's input rounds) carries from one
 //!   request of a client to the next, as 2026-07-28 intends ("servers that need cross-call
 //!   state" keep it themselves), while different clients do not share it. Requests of one key
@@ -58,6 +58,7 @@
 //! | path is not the endpoint | 404 | -32600 |
 //! | `Host` or `Origin` not loopback or configured (DNS rebinding) | 403 | -32600 |
 //! | method other than POST, GET, DELETE (OPTIONS answers CORS preflight) | 405 | -32600 |
+//! | no valid credential, when [`HttpOptions::auth`] or client certificates are configured | 401 | [`UNAUTHORIZED`] |
 //! | shutting down, or [`HttpOptions::max_sessions`] reached | 503 | -32000 |
 //! | POST `Accept` lacks `application/json` or `text/event-stream`; GET lacks the latter | 406 | -32600 |
 //! | POST `Content-Type` not `application/json` | 415 | -32600 |
@@ -66,13 +67,28 @@
 //! | body not UTF-8 or not JSON | 400 | -32700 |
 //! | not one JSON-RPC message (a batch, a bad envelope) | 400 | -32600 |
 //! | no `Mcp-Session-Id` where one is needed | 400 | -32600 |
-//! | `Mcp-Session-Id` names no open session | 404 | -32600 |
+//! | `Mcp-Session-Id` names no open session (or one another identity started) | 404 | -32600 |
 //! | a request id already in flight in the session | 409 | -32600 |
 //! | 2026-07-28 headers disagree with the body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) | 400 | -32020 |
 //! | the upstream could not be started for a new session | 502 | -32001 |
 //!
 //! `Mcp-Param-*` headers are passed over: the proxy does not keep tool schemas to check them
 //! against.
+//!
+//! # Identity and TLS
+//!
+//! Every request is authenticated before anything else reads it (see [`crate::auth`] for the
+//! order and the rules): a bearer token from a [`TokenList`](crate::auth::TokenList), a JWT a
+//! [`JwtVerifier`](crate::auth::JwtVerifier) accepts, or the connection's client
+//! certificate. The session's [`Identity`](crate::Identity) is what its first request
+//! authenticated as; hooks read it from [`Context::identity`](crate::Context::identity), and
+//! observers too. A later request must authenticate as the same principal: an expired or
+//! revoked credential gets `401`, another principal `404`.
+//!
+//! With [`HttpOptions::tls`] the front speaks HTTPS (rustls, `ring`), and with
+//! [`TlsOptions::client_certificates`] it asks for client certificates issued by a CA (mTLS):
+//! required (a client without one cannot connect) or optional (beside bearer credentials).
+//! The handshake has the header timeout (30 s) to finish.
 //!
 //! # Lifecycle
 //!
@@ -83,6 +99,7 @@
 //! answered with a -32000 error saying the proxy is shutting down), closes every stream and
 //! connection and stops every upstream.
 
+mod authn;
 mod body;
 mod event_store;
 mod guard;
@@ -92,13 +109,15 @@ mod registry;
 mod reject;
 mod server;
 mod streams;
+mod tls;
 
 use std::sync::Arc;
 
 pub use handler::SUPPORTED_VERSIONS;
 pub use options::HttpOptions;
-pub use reject::{HEADER_MISMATCH, SERVER_ERROR};
+pub use reject::{HEADER_MISMATCH, SERVER_ERROR, UNAUTHORIZED};
 pub use server::HttpServer;
+pub use tls::{ClientCertificates, TlsError, TlsOptions};
 
 pub(crate) use registry::SessionFactory;
 
@@ -108,7 +127,11 @@ pub(crate) fn start(
     factory: SessionFactory,
     options: HttpOptions,
 ) -> std::io::Result<HttpServer> {
-    let guard = Arc::new(guard::Guard::new(&options));
+    let front = Arc::new(server::Front {
+        guard: guard::Guard::new(&options),
+        authn: authn::Authenticator::new(&options),
+        tls: options.tls.as_ref().map(tls::TlsOptions::acceptor),
+    });
     let registry = Arc::new(registry::Registry::new(factory, options));
-    server::start(listener, registry, guard)
+    server::start(listener, registry, front)
 }

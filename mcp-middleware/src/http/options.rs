@@ -3,6 +3,9 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+use super::tls::TlsOptions;
+use crate::auth::Auth;
+
 /// Settings of the streamable HTTP front ([`Proxy::serve_http`](crate::Proxy::serve_http)).
 ///
 /// The defaults are safe for a local proxy: bound to `127.0.0.1:8080`, only loopback `Host` and
@@ -65,6 +68,12 @@ pub struct HttpOptions {
     /// On shutdown, how long requests in flight may take to finish before their sessions are
     /// ended anyway. Default 5 s.
     pub shutdown_grace: Duration,
+    /// The credentials clients authenticate with (see [`crate::auth`]). Default: none, every
+    /// client is anonymous (unless [`tls`](Self::tls) asks for client certificates).
+    pub auth: Auth,
+    /// Serve HTTPS with these settings (and identify clients by their certificates, when they
+    /// ask for them). Default: plain HTTP.
+    pub tls: Option<TlsOptions>,
 }
 
 impl Default for HttpOptions {
@@ -83,6 +92,8 @@ impl Default for HttpOptions {
             sse_retry_ms: 1000,
             json_window: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(5),
+            auth: Auth::default(),
+            tls: None,
         }
     }
 }
@@ -147,6 +158,18 @@ impl HttpOptions {
     /// Sets how long shutdown waits for requests in flight.
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.shutdown_grace = grace;
+        self
+    }
+
+    /// Sets the credentials clients authenticate with.
+    pub fn auth(mut self, auth: Auth) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// Serves HTTPS with `tls`.
+    pub fn tls(mut self, tls: TlsOptions) -> Self {
+        self.tls = Some(tls);
         self
     }
 }

@@ -20,6 +20,7 @@ use super::options::HttpOptions;
 use super::reject::Reject;
 use super::streams::Streams;
 use crate::chain::Chain;
+use crate::context::Identity;
 use crate::jsonrpc;
 use crate::project::Project;
 use crate::session::{Event, Session, SessionOptions};
@@ -35,16 +36,21 @@ pub(crate) struct SessionFactory {
 }
 
 /// What stateless (2026-07-28) requests share a session by: the client's name from the request
-/// envelope (`io.modelcontextprotocol/clientInfo`). The resolved identity joins it when the
-/// HTTP front authenticates clients.
+/// envelope (`io.modelcontextprotocol/clientInfo`) and the principal the request authenticated
+/// as ([`Identity`]'s principal: `anonymous:anonymous` when the front authenticates no one), so
+/// two users of one client never share model state.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct StatelessKey {
     pub(crate) client: String,
+    pub(crate) principal: String,
 }
 
 /// One open session.
 pub(crate) struct SessionHandle {
     pub(crate) id: Arc<str>,
+    /// Who started the session ([`Identity`]'s principal); every request of the session must
+    /// authenticate as the same.
+    principal: String,
     events: mpsc::Sender<Event>,
     pub(crate) streams: Arc<Mutex<Streams>>,
     last_seen: Mutex<Instant>,
@@ -141,28 +147,33 @@ impl Registry {
         stateful + stateless
     }
 
-    /// The stateful session `id`, if open.
-    pub(crate) fn find(&self, id: &str) -> Option<Arc<SessionHandle>> {
+    /// The stateful session `id`, if open and started by the same principal as `identity`
+    /// (a session of someone else is as good as unknown).
+    pub(crate) fn find(&self, id: &str, identity: &Identity) -> Option<Arc<SessionHandle>> {
         let found = self.stateful.lock().ok()?.get(id).cloned()?;
-        (!found.ended.is_cancelled()).then_some(found)
+        (!found.ended.is_cancelled() && found.principal == identity.principal()).then_some(found)
     }
 
-    /// Starts a stateful session (for an `initialize`).
-    pub(crate) fn create(&self) -> Result<Arc<SessionHandle>, Reject> {
+    /// Starts a stateful session (for an `initialize`) for `identity`.
+    pub(crate) fn create(&self, identity: &Identity) -> Result<Arc<SessionHandle>, Reject> {
         self.check_open()?;
         let _starting = self.starting.lock();
         self.check_limit()?;
         let id: Arc<str> = new_session_id()?.into();
-        let handle = self.start(id.clone(), false)?;
+        let handle = self.start(id.clone(), false, identity)?;
         if let Ok(mut map) = self.stateful.lock() {
             map.insert(id.clone(), handle.clone());
         }
-        tracing::info!(session = %short(&id), "HTTP session started");
+        tracing::info!(session = %short(&id), identity = identity.subject(), kind = identity.kind(), "HTTP session started");
         Ok(handle)
     }
 
-    /// The stateless session for `key`, started if there is none.
-    pub(crate) fn stateless(&self, key: StatelessKey) -> Result<Arc<SessionHandle>, Reject> {
+    /// The stateless session for `key`, started for `identity` if there is none.
+    pub(crate) fn stateless(
+        &self,
+        key: StatelessKey,
+        identity: &Identity,
+    ) -> Result<Arc<SessionHandle>, Reject> {
         self.check_open()?;
         let open = |map: &HashMap<StatelessKey, Arc<SessionHandle>>| {
             map.get(&key)
@@ -179,11 +190,11 @@ impl Registry {
         }
         self.check_limit()?;
         let id: Arc<str> = format!("stateless:{}", key.client).into();
-        let handle = self.start(id, true)?;
+        let handle = self.start(id, true, identity)?;
         if let Ok(mut map) = self.stateless.lock() {
             map.insert(key.clone(), handle.clone());
         }
-        tracing::info!(client = %key.client, "stateless HTTP session started");
+        tracing::info!(client = %key.client, identity = identity.subject(), kind = identity.kind(), "stateless HTTP session started");
         Ok(handle)
     }
 
@@ -198,7 +209,12 @@ impl Registry {
         Ok(())
     }
 
-    fn start(&self, id: Arc<str>, stateless: bool) -> Result<Arc<SessionHandle>, Reject> {
+    fn start(
+        &self,
+        id: Arc<str>,
+        stateless: bool,
+        identity: &Identity,
+    ) -> Result<Arc<SessionHandle>, Reject> {
         let factory = &self.factory;
         let (events_tx, events_rx) = mpsc::channel(256);
         let (to_client, mut lines) = mpsc::unbounded_channel();
@@ -209,6 +225,7 @@ impl Registry {
             to_client,
             factory.chain.clone(),
             factory.project.clone(),
+            identity.clone(),
         )
         .map_err(|err| {
             Reject::new(
@@ -229,6 +246,7 @@ impl Registry {
         )));
         let handle = Arc::new(SessionHandle {
             id,
+            principal: identity.principal(),
             events: events_tx,
             streams: streams.clone(),
             last_seen: Mutex::new(Instant::now()),
@@ -276,9 +294,16 @@ impl Registry {
         Ok(handle)
     }
 
-    /// Ends the stateful session `id` (HTTP DELETE). Returns whether it was open.
-    pub(crate) fn remove(&self, id: &str, reason: &str) -> bool {
-        let removed = self.stateful.lock().ok().and_then(|mut m| m.remove(id));
+    /// Ends the stateful session `id` (HTTP DELETE) if `identity` started it. Returns whether
+    /// it was open (and theirs).
+    pub(crate) fn remove(&self, id: &str, identity: &Identity, reason: &str) -> bool {
+        let principal = identity.principal();
+        let removed = self.stateful.lock().ok().and_then(|mut m| {
+            if m.get(id)?.principal != principal {
+                return None;
+            }
+            m.remove(id)
+        });
         match removed {
             Some(handle) => {
                 handle.close(reason);

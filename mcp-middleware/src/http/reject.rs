@@ -10,6 +10,8 @@ use crate::jsonrpc;
 pub const HEADER_MISMATCH: i64 = -32020;
 /// A proxy-side condition that is not the request's fault (too many sessions, shutting down).
 pub const SERVER_ERROR: i64 = -32000;
+/// The request carried no valid credential (HTTP `401`; see [`crate::auth`]).
+pub const UNAUTHORIZED: i64 = -32030;
 
 /// Why the HTTP front refused a request: the status, the JSON-RPC error code and a message
 /// that says what was wrong.
@@ -26,6 +28,8 @@ pub(crate) struct Reject {
     pub(crate) id: Option<String>,
     /// `data` of the JSON-RPC error (raw JSON).
     pub(crate) data: Option<String>,
+    /// The `WWW-Authenticate` challenge of a `401`.
+    pub(crate) challenge: Option<String>,
 }
 
 impl Reject {
@@ -36,6 +40,7 @@ impl Reject {
             message: message.into(),
             id: None,
             data: None,
+            challenge: None,
         }
     }
 
@@ -54,6 +59,22 @@ impl Reject {
             "Not Found: the Mcp-Session-Id names no open session (it ended or never existed); \
              send `initialize` without it to start a new session",
         )
+    }
+
+    /// `401 Unauthorized`, with the RFC 6750 challenge (`invalid_token` when a credential
+    /// was presented and refused).
+    pub(crate) fn unauthorized(failure: &crate::auth::AuthFailure) -> Self {
+        let challenge = match failure {
+            crate::auth::AuthFailure::Missing => r#"Bearer realm="mcp""#.to_owned(),
+            _ => r#"Bearer realm="mcp", error="invalid_token""#.to_owned(),
+        };
+        let mut reject = Self::new(
+            StatusCode::UNAUTHORIZED,
+            UNAUTHORIZED,
+            format!("Unauthorized: {failure}"),
+        );
+        reject.challenge = Some(challenge);
+        reject
     }
 
     pub(crate) fn unavailable(message: impl Into<String>) -> Self {

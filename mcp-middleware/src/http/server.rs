@@ -9,13 +9,24 @@ use std::time::{Duration, Instant};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use super::authn::Authenticator;
 use super::guard::Guard;
 use super::handler;
 use super::registry::Registry;
+use super::tls::PeerCertificate;
+
+/// What every request passes before it reaches a session: the Host/Origin guard, the
+/// authenticator, and (for HTTPS) the TLS acceptor every connection is handshaken with.
+pub(crate) struct Front {
+    pub(crate) guard: Guard,
+    pub(crate) authn: Authenticator,
+    pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,
+}
 
 /// How long a client may take to send a request's headers.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -49,7 +60,7 @@ impl HttpServer {
         self.local_addr
     }
 
-    /// The MCP endpoint's URL, e.g. `http://127.0.0.1:8080/mcp`.
+    /// The MCP endpoint's URL, e.g. `http://127.0.0.1:8080/mcp` (`https://` with TLS).
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -77,12 +88,13 @@ impl HttpServer {
 pub(crate) fn start(
     listener: TcpListener,
     registry: Arc<Registry>,
-    guard: Arc<Guard>,
+    front: Arc<Front>,
 ) -> std::io::Result<HttpServer> {
     let local_addr = listener.local_addr()?;
-    let url = format!("http://{local_addr}{}", registry.options().path);
+    let scheme = if front.tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{local_addr}{}", registry.options().path);
     let stop = CancellationToken::new();
-    let task = tokio::spawn(serve(listener, registry, guard, stop.clone()));
+    let task = tokio::spawn(serve(listener, registry, front, stop.clone()));
     Ok(HttpServer {
         local_addr,
         url,
@@ -94,7 +106,7 @@ pub(crate) fn start(
 async fn serve(
     listener: TcpListener,
     registry: Arc<Registry>,
-    guard: Arc<Guard>,
+    front: Arc<Front>,
     stop: CancellationToken,
 ) {
     let closing = CancellationToken::new();
@@ -108,7 +120,7 @@ async fn serve(
             _ = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    connections.spawn(connection(stream, peer, registry.clone(), guard.clone(), closing.clone()));
+                    connections.spawn(connection(stream, peer, registry.clone(), front.clone(), closing.clone()));
                 }
                 Err(err) => {
                     // Out of descriptors, say: wait a little instead of spinning.
@@ -150,14 +162,68 @@ async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
     registry: Arc<Registry>,
-    guard: Arc<Guard>,
+    front: Arc<Front>,
     closing: CancellationToken,
 ) {
     let _ = stream.set_nodelay(true);
+    let Some(acceptor) = front.tls.clone() else {
+        return serve_connection(stream, peer, None, registry, front, closing).await;
+    };
+    let handshake = tokio::select! {
+        done = tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)) => done,
+        _ = closing.cancelled() => return,
+    };
+    let stream = match handshake {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(err)) => {
+            tracing::debug!(%peer, %err, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "TLS handshake timed out");
+            return;
+        }
+    };
+    // The handshake verified the chain against the client CA; what is left is who it names.
+    let certificate = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .and_then(|der| {
+            let read = PeerCertificate::from_der(der.as_ref());
+            if read.is_none() {
+                tracing::warn!(%peer, "a verified client certificate's subject could not be read");
+            }
+            read
+        })
+        .map(Arc::new);
+    if let Some(certificate) = &certificate {
+        tracing::debug!(%peer, subject = certificate.identity.subject(), "TLS client certificate verified");
+    }
+    serve_connection(stream, peer, certificate, registry, front, closing).await;
+}
+
+/// Serves HTTP/1.1 on one connection (plain or TLS) until it closes.
+async fn serve_connection<S>(
+    stream: S,
+    peer: SocketAddr,
+    certificate: Option<Arc<PeerCertificate>>,
+    registry: Arc<Registry>,
+    front: Arc<Front>,
+    closing: CancellationToken,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let service = service_fn(move |request| {
         let registry = registry.clone();
-        let guard = guard.clone();
-        async move { Ok::<_, Infallible>(handler::handle(registry, guard, request).await) }
+        let front = front.clone();
+        let certificate = certificate.clone();
+        async move {
+            Ok::<_, Infallible>(
+                handler::handle(registry, front, certificate.as_deref(), request).await,
+            )
+        }
     });
     let mut builder = http1::Builder::new();
     builder

@@ -204,13 +204,14 @@ impl Session {
         to_client: mpsc::UnboundedSender<String>,
         chain: Arc<Chain>,
         project: Option<Arc<Project>>,
+        identity: Identity,
     ) -> Result<Self, crate::error::UpstreamError> {
         let link = server.spawn(1, options.max_message_bytes, events.clone())?;
         let upstream_ids = Arc::new(AtomicU64::new(0));
         let (calls_tx, calls) = mpsc::unbounded_channel();
         let scope = Arc::new(SessionScope::new(
             hooked::new_session_id(),
-            Identity::local_user(),
+            identity,
             chain.clone(),
             SessionLink {
                 calls: calls_tx,

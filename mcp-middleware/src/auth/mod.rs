@@ -1,0 +1,188 @@
+//! Who an HTTP client is (SPEC T5): the credentials the HTTP front accepts and the
+//! [`Identity`] each one resolves to.
+//!
+//! ```
+//! use mcp_middleware::auth::{Auth, JwtKey, JwtVerifier, TokenList};
+//! use mcp_middleware::http::HttpOptions;
+//!
+//! let auth = Auth::new()
+//!     .tokens(TokenList::new().with_token("ci-bot", "a-long-random-token-for-the-ci-bot"))
+//!     .jwt(JwtVerifier::new(JwtKey::hmac(b"a secret of at least thirty-two bytes!".to_vec()).unwrap())
+//!         .issuer("https://issuer.example.com"));
+//! assert!(auth.is_required());
+//! let options = HttpOptions::default().auth(auth);
+//! assert_eq!(
+//!     options.auth.verify_bearer("a-long-random-token-for-the-ci-bot").unwrap().subject(),
+//!     "ci-bot"
+//! );
+//! ```
+//!
+//! # How a request is authenticated
+//!
+//! Every request to the endpoint (not a CORS preflight) is authenticated, not only the one that
+//! starts a session:
+//!
+//! 1. An `Authorization: Bearer TOKEN` header, when the front accepts bearer credentials: the
+//!    token is looked up in the [`TokenList`] (→ [`Identity::Token`]), else, if it has the
+//!    shape of a JWT, verified by the [`JwtVerifier`] (→ [`Identity::Jwt`]). A bearer that
+//!    fails is refused even when a client certificate came with it.
+//! 2. Otherwise the TLS client certificate of the connection, when the front asks for them
+//!    ([`TlsOptions::client_certificates`](crate::http::TlsOptions::client_certificates)):
+//!    verified against the configured CA during the handshake (→ [`Identity::Certificate`]),
+//!    and refused once past its `notAfter` on a connection that outlived it.
+//! 3. Otherwise, when any credential is configured, the request is refused; when none is,
+//!    the client is [`Identity::Anonymous`].
+//!
+//! A refusal is `401 Unauthorized` with `WWW-Authenticate: Bearer` and a JSON-RPC error
+//! ([`UNAUTHORIZED`](crate::http::UNAUTHORIZED)) whose message says what was wrong (missing,
+//! unknown or revoked, expired, not yet valid, bad signature, wrong issuer or audience), never
+//! the token itself.
+//!
+//! # Sessions
+//!
+//! A session is bound to the identity that started it, as its *principal*: the kind of
+//! credential and the subject (and, for a JWT, the issuer). Every later request of the session
+//! must authenticate again, and as the same principal: a request whose credential has expired
+//! or been revoked gets `401`; one authenticated as someone else is told the session does not
+//! exist (`404`, as for an unknown id, so session ids reveal nothing across identities). A
+//! client whose JWT expired mid-session goes on in the same session with a fresh token of the
+//! same subject; the session's [`Identity`] (and its claims) stays the one it started with.
+//! Stateless (2026-07-28) sessions are keyed by the principal and the client's name.
+
+mod der;
+mod jwt;
+mod tokens;
+
+use std::path::{Path, PathBuf};
+
+pub use jwt::{JwtKey, JwtVerifier};
+pub use tokens::TokenList;
+
+pub(crate) use der::certificate_info;
+
+use crate::context::Identity;
+
+/// The credentials the HTTP front accepts besides client certificates: a token list, a JWT
+/// verifier, or both. The default accepts none (every client is [`Identity::Anonymous`],
+/// unless TLS client certificates are asked for).
+#[derive(Debug, Clone, Default)]
+pub struct Auth {
+    tokens: Option<TokenList>,
+    jwt: Option<JwtVerifier>,
+}
+
+impl Auth {
+    /// No credentials.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Accepts the bearer tokens of `tokens`.
+    pub fn tokens(mut self, tokens: TokenList) -> Self {
+        self.tokens = Some(tokens);
+        self
+    }
+
+    /// Accepts bearer JWTs that `verifier` verifies.
+    pub fn jwt(mut self, verifier: JwtVerifier) -> Self {
+        self.jwt = Some(verifier);
+        self
+    }
+
+    /// Whether bearer credentials are configured (then every request needs one, or a client
+    /// certificate).
+    pub fn is_required(&self) -> bool {
+        self.tokens.is_some() || self.jwt.is_some()
+    }
+
+    /// The identity a bearer token stands for: the token list first, then the JWT verifier.
+    ///
+    /// ```
+    /// use mcp_middleware::auth::{Auth, AuthFailure, TokenList};
+    ///
+    /// let auth = Auth::new().tokens(TokenList::new().with_token("alice", "token-of-alice-0001"));
+    /// assert_eq!(auth.verify_bearer("token-of-alice-0001").unwrap().subject(), "alice");
+    /// assert!(matches!(auth.verify_bearer("nope"), Err(AuthFailure::UnknownToken)));
+    /// ```
+    pub fn verify_bearer(&self, token: &str) -> Result<Identity, AuthFailure> {
+        if let Some(subject) = self.tokens.as_ref().and_then(|t| t.subject_of(token)) {
+            return Ok(Identity::Token { subject });
+        }
+        match &self.jwt {
+            Some(jwt) if token.split('.').count() >= 3 => jwt.verify(token),
+            _ => Err(AuthFailure::UnknownToken),
+        }
+    }
+}
+
+/// Why a request's credential was refused: the sentence after `Unauthorized:` in the `401`
+/// answer. None of them contains the credential.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthFailure {
+    /// No credential came with the request.
+    #[error(
+        "no credential: send `Authorization: Bearer TOKEN` (or connect with a client certificate \
+         where the proxy asks for one)"
+    )]
+    Missing,
+    /// The `Authorization` header is not `Bearer TOKEN`.
+    #[error("the Authorization header is not `Bearer TOKEN`")]
+    Scheme,
+    /// The bearer token is in no token list (never was, or was revoked) and is not a JWT.
+    #[error("the bearer token is not valid (unknown, or revoked)")]
+    UnknownToken,
+    /// The token is not a well-formed JWT.
+    #[error("{0}")]
+    Malformed(String),
+    /// The JWT's signature or algorithm is not acceptable.
+    #[error("{0}")]
+    Signature(String),
+    /// The credential has expired.
+    #[error("{0}")]
+    Expired(String),
+    /// The JWT is not valid yet (`nbf`).
+    #[error("{0}")]
+    NotYetValid(String),
+    /// A claim is missing or does not match the configuration.
+    #[error("{0}")]
+    Claims(String),
+}
+
+/// An identity configuration that cannot be used: a file that cannot be read, a malformed
+/// token list, an unusable key.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// A file could not be read.
+    #[error("cannot read `{}`: {cause}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        cause: std::io::Error,
+    },
+    /// A token list line is malformed.
+    #[error("token list `{}`, line {line}: {message}", path.display())]
+    TokenFile {
+        /// The file (`(text)` for [`TokenList::parse`]).
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A key cannot be used.
+    #[error("{0}")]
+    Key(String),
+}
+
+impl AuthError {
+    /// The error, saying which file it is about.
+    fn in_file(self, path: &Path) -> Self {
+        match self {
+            AuthError::Key(message) => AuthError::Key(format!("`{}`: {message}", path.display())),
+            other => other,
+        }
+    }
+}
