@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use clap::{ArgGroup, Parser, Subcommand};
 
 use crate::output::Output;
-use crate::{apply, client, completion, edit, models, proxy, resources, serve};
+use crate::{apply, audit, client, completion, edit, models, proxy, resources, serve};
 
 /// Run MCP proxy models in front of real MCP servers, and manage projects.
 #[derive(Debug, Parser)]
@@ -74,6 +74,11 @@ enum Command {
     Edit {
         #[command(subcommand)]
         what: EditWhat,
+    },
+    /// Check audit logs written by the `audit` proxy model.
+    Audit {
+        #[command(subcommand)]
+        what: AuditWhat,
     },
     /// Print a shell completion script (e.g. `mcpctl completion bash > /etc/bash_completion.d/mcpctl`).
     Completion {
@@ -167,6 +172,15 @@ enum DeleteWhat {
 }
 
 #[derive(Debug, Subcommand)]
+enum AuditWhat {
+    /// Check that no record of an audit log was altered, removed, reordered or inserted.
+    /// Exit status 0 when the log is intact, 1 when it is not; the first bad line is named.
+    ///
+    /// Example: `mcpctl audit verify audit.log --key-env AUDIT_KEY`
+    Verify(audit::VerifyArgs),
+}
+
+#[derive(Debug, Subcommand)]
 enum EditWhat {
     /// A project.
     #[command(alias = "projects")]
@@ -247,6 +261,9 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
             EditWhat::Project(edits) => edit::project(*edits),
             EditWhat::Server { name } => edit::in_editor::<ServerSpec>(&name),
             EditWhat::Prompt { name } => edit::in_editor::<PromptSpec>(&name),
+        },
+        Command::Audit { what } => match what {
+            AuditWhat::Verify(args) => audit::verify_command(&args),
         },
         Command::Completion { shell } => completion::print(shell),
     }

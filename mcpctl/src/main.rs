@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod apply;
+mod audit;
 mod cli;
 mod client;
 mod completion;

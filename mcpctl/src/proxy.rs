@@ -3,7 +3,8 @@
 //!
 //! For a project the proxy gets: the project's model (or `--model`), each model's config from
 //! the project (gate's `alwaysVisible` merged with the project's `alwaysVisible`), then
-//! `--config` and `--set` on top; the project's prompts (for models such as gate); and its
+//! `--config` and `--set` on top; the project's `routes` (hidden and pass-through, SPEC P7);
+//! the project's prompts (for models such as gate); and its
 //! servers as upstreams ([`upstreams`]: the one place that turns servers into the proxy's
 //! upstream side; several servers are served as one, names namespaced).
 
@@ -12,7 +13,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::ArgGroup;
+use mcp_middleware::pattern::Pattern;
 use mcp_middleware::registry::{self, ModelDescriptor};
+use mcp_middleware::routing::Routes;
 use mcp_middleware::upstream::{HttpUpstream, ServerSet, StdioServer, Upstream};
 use mcp_middleware::{Project as ModelProject, ProjectPrompt, Proxy, SessionOptions};
 use mcpctl::store::validate::{chain_configs, warn_unused};
@@ -130,11 +133,6 @@ pub(crate) fn for_project(
     for (model, value) in overrides {
         merge(configs.entry(model).or_insert(Value::Null), value);
     }
-    if !project.spec.routes.is_empty() {
-        tracing::warn!(
-            "project `{name}`: `routes` are stored but not applied yet; every tool goes through the model chain"
-        );
-    }
     let servers: Vec<Server> = project
         .spec
         .servers
@@ -150,7 +148,8 @@ pub(crate) fn for_project(
     }
     let mut proxy = upstreams(store, &project, &servers)?
         .model_descriptor(descriptor)
-        .project(model_project);
+        .project(model_project)
+        .routes(routes(&project.spec.routes));
     for (model, config) in configs {
         proxy = proxy.config(model, config);
     }
@@ -215,6 +214,15 @@ fn upstream(server: &Server) -> anyhow::Result<Upstream> {
             remote.into()
         }
     })
+}
+
+/// A project's routing paths (SPEC P7) for the library: hidden and pass-through names or globs
+/// of tools, prompts and resource URIs.
+fn routes(stored: &mcpctl::store::Routes) -> Routes {
+    Routes {
+        hidden: stored.hidden.iter().map(Pattern::new).collect(),
+        pass_through: stored.pass_through.iter().map(Pattern::new).collect(),
+    }
 }
 
 /// Fails now, naming the project, if the model refuses its config.

@@ -216,7 +216,7 @@ pub(crate) fn describe_project(args: &DescribeArgs) -> anyhow::Result<()> {
         }
     }
     if !spec.routes.is_empty() {
-        writeln!(out, "Routes (stored, not applied yet):")?;
+        writeln!(out, "Routes:")?;
         writeln!(
             out,
             "  hidden:       {}",

@@ -29,6 +29,8 @@ use mcp_middleware::ProxyModel;
 
 // Each file holds one model module; the file modules are private so the model modules can take
 // the plain names at the root.
+#[path = "audit.rs"]
+mod audit_file;
 #[path = "default.rs"]
 mod default_file;
 #[path = "gate.rs"]
@@ -39,11 +41,13 @@ mod paginate_file;
 mod passthrough_file;
 #[path = "section_split.rs"]
 mod section_split_file;
+pub mod audit_log;
 // Page cutting and the bounded store, shared by paginate and section-split.
 mod paging;
 // How section-split takes Markdown, JSON and YAML apart.
 mod sections;
 
+pub use audit_file::audit;
 pub use default_file::default;
 pub use gate_file::gate;
 pub use paginate_file::paginate;
@@ -57,6 +61,7 @@ pub use section_split_file::section_split;
 /// ```
 pub fn all() -> Vec<&'static str> {
     let mut names = vec![
+        <audit::Model as ProxyModel>::DESCRIPTOR.name,
         <default::Model as ProxyModel>::DESCRIPTOR.name,
         <gate::Model as ProxyModel>::DESCRIPTOR.name,
         <paginate::Model as ProxyModel>::DESCRIPTOR.name,

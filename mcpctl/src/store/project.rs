@@ -11,8 +11,8 @@
 //!     gate: { promptBudgetBytes: 4096 }
 //!   alwaysVisible: [echo, "get-*"] # tools (names or globs) gate shows while gated
 //!   namespaceSeparator: "__"       # server__tool, when there are several servers
-//!   routes:                        # stored for routing (SPEC P7); not applied yet
-//!     hidden: ["admin-*"]
+//!   routes:                        # routing paths (SPEC P7): names or globs of tools,
+//!     hidden: ["admin-*"]          #   prompts and resource URIs
 //!     passThrough: [echo]
 //!   listen: 127.0.0.1:8080         # stored for `mcpctl serve` (later)
 //! ```
@@ -59,7 +59,7 @@ pub struct ProjectSpec {
     /// absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace_separator: Option<String>,
-    /// Routing paths (hidden, pass-through), kept for when routing is configurable.
+    /// Routing paths (hidden, pass-through; SPEC P7), applied by `mcpctl proxy` and `serve`.
     #[serde(skip_serializing_if = "Routes::is_empty")]
     pub routes: Routes,
     /// The address `mcpctl serve` listens on, kept for when it exists.
