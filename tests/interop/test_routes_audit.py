@@ -4,7 +4,8 @@ Python client in front of the reference server; then `mcpctl audit verify` on th
 The project hides the reference server's `get-env` (it prints the server's environment) and
 `trigger-*` tools, lets `echo` pass through, and audits every request.
 
-Needs `MCP_PROXY` (the mcpctl binary); without it the module is skipped.
+Runs over stdio (`mcpctl proxy PROJECT`) when `MCP_PROXY` names the mcpctl binary, and over
+streamable HTTP (`mcpctl serve PROJECT`) when `MCP_HTTP_PROXY` does; skipped without either.
 """
 
 from __future__ import annotations
@@ -12,18 +13,23 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
-PROXY = os.environ.get("MCP_PROXY")
+PROXY = os.environ.get("MCP_PROXY") or os.environ.get("MCP_HTTP_PROXY")
+OVER_HTTP = not os.environ.get("MCP_PROXY")
 if not PROXY:
-    pytest.skip("MCP_PROXY is not set: this module runs mcpctl projects", allow_module_level=True)
+    pytest.skip("neither MCP_PROXY nor MCP_HTTP_PROXY is set: this module runs mcpctl projects", allow_module_level=True)
 
 import mcp_types as types  # noqa: E402
-from conftest import BASE_TOOLS, READ_TIMEOUT, SERVER_JS, text_of  # noqa: E402
+from conftest import BASE_TOOLS, EVENT_TIMEOUT, READ_TIMEOUT, SERVER_JS, text_of  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
 pytestmark = pytest.mark.anyio
@@ -61,18 +67,56 @@ def setup(tmp_path: Path) -> tuple[dict[str, str], Path]:
     return env, log
 
 
+@asynccontextmanager
+async def project_client(env: dict[str, str], mode: str) -> AsyncIterator[Client]:
+    """A client of the project: over stdio, or over HTTP through `mcpctl serve`, which is
+    stopped (and so has written every record) when the client is done."""
+    if not OVER_HTTP:
+        params = StdioServerParameters(command=PROXY, args=["proxy", "audited"], env=env)
+        transport = stdio_client(params)
+        serving = None
+    else:
+        serving = subprocess.Popen(
+            [PROXY, "serve", "audited", "--listen", "127.0.0.1:0"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        url: list[str] = []
+        found = threading.Event()
+
+        def pump() -> None:
+            assert serving.stderr is not None
+            for line in serving.stderr:
+                if not url and line.startswith("listening on "):
+                    url.append(line.removeprefix("listening on ").strip())
+                    found.set()
+            found.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        assert found.wait(EVENT_TIMEOUT) and url, f"mcpctl serve did not start (status {serving.poll()})"
+        transport = streamable_http_client(url[0])
+    try:
+        async with Client(
+            transport,
+            mode=mode,
+            read_timeout_seconds=READ_TIMEOUT,
+            client_info=types.Implementation(name="routes-audit-interop", version="1.0.0"),
+            cache=None,
+        ) as client:
+            yield client
+    finally:
+        if serving is not None:
+            serving.terminate()
+            serving.wait(20)
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_hidden_tools_are_gone_and_every_call_is_audited(setup: tuple[dict[str, str], Path], mode: str) -> None:
     env, log = setup
-    params = StdioServerParameters(command=PROXY, args=["proxy", "audited"], env=env)
-    client = Client(
-        stdio_client(params),
-        mode=mode,
-        read_timeout_seconds=READ_TIMEOUT,
-        client_info=types.Implementation(name="routes-audit-interop", version="1.0.0"),
-        cache=None,
-    )
-    async with client:
+    async with project_client(env, mode) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert "get-env" not in names and not any(name.startswith("trigger-") for name in names)
         assert BASE_TOOLS - {"get-env", "trigger-long-running-operation"} <= names
