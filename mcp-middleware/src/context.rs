@@ -412,7 +412,7 @@ impl Context {
         };
         router.check(method, params.as_deref())?;
         let raw = self.send_upstream(method, params).await?;
-        if !router.filters_answer(method) {
+        if !router.is_listing(method) {
             return Ok(raw);
         }
         let (raw, listed) = router.filter_upstream_listing(method, raw);

@@ -189,7 +189,7 @@ impl Router {
     }
 
     /// Whether `name` (a tool or prompt name, or a URI) is hidden, under any spelling.
-    pub(crate) fn is_hidden(&self, name: &str) -> bool {
+    fn is_hidden(&self, name: &str) -> bool {
         if self.hidden.is_empty() {
             return false;
         }
@@ -213,7 +213,7 @@ impl Router {
     }
 
     /// Whether `name` passes through (and is not hidden).
-    pub(crate) fn passes_through(&self, name: &str) -> bool {
+    fn passes_through(&self, name: &str) -> bool {
         if self.pass_through.is_empty() || self.is_hidden(name) {
             return false;
         }
@@ -313,9 +313,10 @@ impl Router {
         None
     }
 
-    /// Whether a finished request's answer must pass [`Router::finish_listing`].
-    pub(crate) fn filters_answer(&self, method: &str) -> bool {
-        listing(method).is_some() && (self.hides() || !self.pass_through.is_empty())
+    /// Whether `method` is a listing: its answers pass [`Router::filter_upstream_listing`] on
+    /// the way to the models and [`Router::finish_listing`] on the way to the client.
+    pub(crate) fn is_listing(&self, method: &str) -> bool {
+        listing(method).is_some()
     }
 
     /// The upstream's answer to a listing, on its way to a hook: hidden entries removed. Also

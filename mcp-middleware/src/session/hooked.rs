@@ -187,7 +187,7 @@ impl Session {
         let task = tokio::spawn(async move {
             let filter = chain
                 .router()
-                .is_some_and(|router| router.filters_answer(&task_method));
+                .is_some_and(|router| router.is_listing(&task_method));
             let listing = filter.then(|| task_method.clone());
             let run = dispatch::client_request(&chain, &task_ctx, task_method, task_params);
             let outcome = match AssertUnwindSafe(run).catch_unwind().await {
