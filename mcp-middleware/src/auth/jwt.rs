@@ -232,6 +232,29 @@ impl JwtKey {
         Ok(key)
     }
 
+    /// The keys in `path`: a PEM public key (see [`from_pem`](Self::from_pem)), a JWK, or a JWK
+    /// set (`{"keys": [...]}`), told apart by their first character.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Vec<Self>, AuthError> {
+        let path = path.as_ref();
+        let text = std::fs::read(path).map_err(|cause| AuthError::Read {
+            path: path.to_owned(),
+            cause,
+        })?;
+        let keys = if text.trim_ascii_start().starts_with(b"{") {
+            let json = String::from_utf8_lossy(&text);
+            let value: Value = serde_json::from_str(&json)
+                .map_err(|err| AuthError::Key(format!("not JSON: {err}")).in_file(path))?;
+            if value.get("keys").is_some() {
+                Self::from_jwks(&json)
+            } else {
+                Self::from_jwk(&value).map(|key| vec![key])
+            }
+        } else {
+            Self::from_pem(&text).map(|key| vec![key])
+        };
+        keys.map_err(|err| err.in_file(path))
+    }
+
     /// Every key of a JWK set (`{"keys": [...]}`), as an identity provider publishes them.
     pub fn from_jwks(json: &str) -> Result<Vec<Self>, AuthError> {
         let set: Value = serde_json::from_str(json)
