@@ -27,7 +27,9 @@
 //! continues its chain from the last record, after checking that record's MAC with its key (a
 //! log written with another key is refused, not mixed). A last line cut short (a crash in the
 //! middle of a write) is closed with a newline and stays in the log as a broken line, which
-//! `verify` reports.
+//! `verify` reports. A log rotated away (renamed or removed) is noticed at the next record,
+//! which starts a new file and a new chain at that path; a log truncated in place starts a new
+//! chain in it.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -415,6 +417,10 @@ impl Writer {
                     .to_owned(),
             });
         }
+        if self.moved() {
+            // Rotated (renamed or removed): the file at the path starts a chain of its own.
+            *self = Writer::open(&self.path, key)?;
+        }
         self.with_lock(|writer| {
             writer.resync()?;
             let body = record(writer.seq, &writer.prev).map_err(|err| AuditError::Unusable {
@@ -436,6 +442,22 @@ impl Writer {
             writer.len = writer.file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
             Ok(())
         })
+    }
+
+    /// Whether the path no longer names the file this writer has open (a log rotated away).
+    #[cfg(unix)]
+    fn moved(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(&self.path), self.file.metadata()) {
+            (Ok(at_path), Ok(open)) => at_path.dev() != open.dev() || at_path.ino() != open.ino(),
+            (Err(_), _) => true,
+            _ => false,
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn moved(&self) -> bool {
+        false
     }
 
     fn io(&self, what: &'static str, cause: std::io::Error) -> AuditError {
@@ -695,6 +717,38 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(refused.contains("another key"), "{refused}");
+    }
+
+    #[test]
+    fn a_rotated_log_starts_a_new_chain_at_its_path() {
+        let key = AuditKey::new("k3y").unwrap();
+        let path = temp_log("rotated.log");
+        let rotated = temp_log("rotated.log.1");
+        let mut writer = Writer::open(&path, &key).unwrap();
+        let append = |writer: &mut Writer| {
+            writer
+                .append(&key, |seq, prev| {
+                    Ok(format!(r#"{{"seq":{seq},"prev":"{prev}"}}"#))
+                })
+                .unwrap()
+        };
+        append(&mut writer);
+        append(&mut writer);
+        std::fs::rename(&path, &rotated).unwrap();
+        append(&mut writer);
+        for (log, records) in [(&rotated, 2), (&path, 1)] {
+            match verify(log, &key).unwrap() {
+                Verdict::Intact { records: n, .. } => assert_eq!(n, records),
+                broken => panic!("{broken:?}"),
+            }
+        }
+        std::fs::write(&path, "").unwrap(); // truncated in place
+        append(&mut writer);
+        assert_eq!(lines(&path).len(), 1);
+        assert!(matches!(
+            verify(&path, &key).unwrap(),
+            Verdict::Intact { records: 1, .. }
+        ));
     }
 
     #[test]
