@@ -20,6 +20,9 @@
 //! assert_eq!(names, ["split_then_page", "paginate", "section-split"]);
 //! ```
 //!
+//! [`audit`] only observes (SPEC F5), so it composes with any model; [`audit_log`] reads and
+//! checks the logs it writes.
+//!
 //! Linking this crate registers every model in it; [`all`] names them so a binary can refer to
 //! the crate (and keep its registrations) explicitly.
 #![forbid(unsafe_code)]
@@ -31,6 +34,8 @@ use mcp_middleware::ProxyModel;
 // the plain names at the root.
 #[path = "audit.rs"]
 mod audit_file;
+// The audit log's format, writer and verification (`mcpctl audit verify`).
+pub mod audit_log;
 #[path = "default.rs"]
 mod default_file;
 #[path = "gate.rs"]
@@ -41,7 +46,6 @@ mod paginate_file;
 mod passthrough_file;
 #[path = "section_split.rs"]
 mod section_split_file;
-pub mod audit_log;
 // Page cutting and the bounded store, shared by paginate and section-split.
 mod paging;
 // How section-split takes Markdown, JSON and YAML apart.
