@@ -697,13 +697,13 @@ async fn a_jwt_that_expires_mid_session_is_refused_and_a_fresh_one_goes_on() {
     let client = Client::plain(server.local_addr());
     let short = jwt(
         Signer::Hs256(HMAC_SECRET),
-        &json!({"sub": "frank", "exp": now() + 2}),
+        &json!({"sub": "frank", "exp": now() + 3}),
     );
     let session = client.bearer(&short).initialize().await;
     let (_, subject, core_session) = client.bearer(&short).whoami(&session).await.unwrap();
     assert_eq!(subject, "frank");
 
-    tokio::time::sleep(Duration::from_millis(3100)).await;
+    tokio::time::sleep(Duration::from_millis(4100)).await;
     let refused = client.bearer(&short).whoami(&session).await.unwrap_err();
     assert_eq!(refused.status, 401);
     assert!(refused.error_message().contains("expired"));
@@ -898,4 +898,64 @@ fn bad_tls_and_key_files_are_errors_naming_the_file() {
         .unwrap_err()
         .to_string();
     assert!(not_a_key.contains("ca.pem"), "{not_a_key}");
+}
+
+#[tokio::test]
+async fn an_open_stream_ends_when_its_credential_lapses() {
+    let dir = std::env::temp_dir().join(format!("mcp-identity-streams-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("tokens");
+    std::fs::write(&file, "judy token-of-judy-0123456789\n").unwrap();
+    let verifier =
+        JwtVerifier::new(JwtKey::hmac(HMAC_SECRET.to_vec()).unwrap()).leeway(Duration::ZERO);
+    let auth = Auth::new()
+        .tokens(TokenList::from_file(&file).unwrap())
+        .jwt(verifier);
+    let server = serve(options().auth(auth).keep_alive(Duration::from_millis(100))).await;
+    let addr = server.local_addr();
+    let get = |client: Client, session: String| {
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let reply = client
+                .send(
+                    "GET",
+                    &[
+                        ("accept", "text/event-stream"),
+                        ("mcp-session-id", &session),
+                    ],
+                    "",
+                )
+                .await;
+            (reply.status, started.elapsed())
+        })
+    };
+
+    // A JWT's GET stream ends at its `exp`.
+    let short = jwt(
+        Signer::Hs256(HMAC_SECRET),
+        &json!({"sub": "kim", "exp": now() + 3}),
+    );
+    let kim = Client::plain(addr).bearer(&short);
+    let session = kim.initialize().await;
+    let (status, lasted) = get(kim.clone(), session.clone()).await.unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        lasted < Duration::from_secs(8),
+        "the stream lasted {lasted:?}"
+    );
+
+    // A listed token's stream ends soon after the token is removed from the file.
+    let judy = Client::plain(addr).bearer("token-of-judy-0123456789");
+    let session = judy.initialize().await;
+    let stream = get(judy.clone(), session.clone());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!stream.is_finished(), "open while the token is listed");
+    std::fs::write(&file, "# judy revoked\n").unwrap();
+    let (status, _) = tokio::time::timeout(Duration::from_secs(5), stream)
+        .await
+        .expect("the stream ends once the token is revoked")
+        .unwrap();
+    assert_eq!(status, 200);
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -439,6 +439,10 @@ impl JwtVerifier {
         self
     }
 
+    pub(crate) fn leeway_of(&self) -> Duration {
+        self.leeway
+    }
+
     /// Verifies `token` (compact serialization) now.
     pub fn verify(&self, token: &str) -> Result<Identity, AuthFailure> {
         self.verify_at(token, now())

@@ -47,6 +47,10 @@
 //! exist (`404`, as for an unknown id, so session ids reveal nothing across identities). A
 //! client whose JWT expired mid-session goes on in the same session with a fresh token of the
 //! same subject; the session's [`Identity`] (and its claims) stays the one it started with.
+//! An SSE stream (a request's, or the GET stream) is a request too: it ends once the
+//! credential that opened it lapses (a JWT's `exp`, a certificate's `notAfter`, a token
+//! removed from its list), checked before each event and at each keep-alive; the client
+//! resumes it with `Last-Event-ID` and a valid credential.
 //! Stateless (2026-07-28) sessions are keyed by the principal and the client's name.
 
 mod der;
@@ -93,6 +97,16 @@ impl Auth {
     /// certificate).
     pub fn is_required(&self) -> bool {
         self.tokens.is_some() || self.jwt.is_some()
+    }
+
+    pub(crate) fn token_list(&self) -> Option<&TokenList> {
+        self.tokens.as_ref()
+    }
+
+    pub(crate) fn jwt_leeway(&self) -> std::time::Duration {
+        self.jwt
+            .as_ref()
+            .map_or(std::time::Duration::ZERO, JwtVerifier::leeway_of)
     }
 
     /// The identity a bearer token stands for: the token list first, then the JWT verifier.

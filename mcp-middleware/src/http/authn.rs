@@ -1,13 +1,82 @@
 //! Authenticating each request: the bearer credential or the connection's client certificate,
-//! in the order [`crate::auth`] describes, or a `401` refusal.
+//! in the order [`crate::auth`] describes, or a `401` refusal; and how long the credential
+//! stays good, so a long-lived SSE stream ends when it lapses ([`Validity`]).
+
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use hyper::header::{self, HeaderMap};
+use serde_json::Value;
 
 use super::options::HttpOptions;
 use super::reject::Reject;
 use super::tls::PeerCertificate;
-use crate::auth::{Auth, AuthFailure};
+use crate::auth::{Auth, AuthFailure, TokenList};
 use crate::context::Identity;
+
+/// A request's identity, and how long the credential it came with stays good.
+#[derive(Debug)]
+pub(crate) struct Authenticated {
+    pub(crate) identity: Identity,
+    pub(crate) validity: Validity,
+}
+
+/// Whether a credential still holds, asked by an SSE stream while it is open: a stream ends
+/// (within a keep-alive interval) once the credential that opened it has expired or been
+/// revoked; the client resumes it (`Last-Event-ID`) with a fresh one.
+pub(crate) enum Validity {
+    /// No credential (anonymous), or one that does not lapse.
+    Always,
+    /// Good until this time (a JWT's `exp` plus the leeway, a certificate's `notAfter`), in
+    /// Unix seconds.
+    Until(f64),
+    /// Good while the token list still maps the token to the subject (checked at most once a
+    /// second).
+    Listed {
+        tokens: TokenList,
+        token: Box<str>,
+        subject: String,
+        checked: Option<Instant>,
+    },
+}
+
+impl std::fmt::Debug for Validity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Validity::Always => f.write_str("Always"),
+            Validity::Until(at) => write!(f, "Until({at})"),
+            // Never the token.
+            Validity::Listed { subject, .. } => write!(f, "Listed({subject})"),
+        }
+    }
+}
+
+impl Validity {
+    /// Whether the credential still holds now.
+    pub(crate) fn holds(&mut self) -> bool {
+        match self {
+            Validity::Always => true,
+            Validity::Until(at) => now() <= *at,
+            Validity::Listed {
+                tokens,
+                token,
+                subject,
+                checked,
+            } => {
+                if checked.is_some_and(|at| at.elapsed().as_secs() < 1) {
+                    return true;
+                }
+                *checked = Some(Instant::now());
+                tokens.subject_of(token).as_deref() == Some(subject.as_str())
+            }
+        }
+    }
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
 
 /// What the front accepts, fixed when it starts.
 #[derive(Debug)]
@@ -33,16 +102,37 @@ impl Authenticator {
         self.auth.is_required() || self.certificates
     }
 
-    /// The identity of one request.
+    /// The identity of one request, and how long its credential holds.
     pub(crate) fn authenticate(
         &self,
         headers: &HeaderMap,
         peer: Option<&PeerCertificate>,
-    ) -> Result<Identity, Reject> {
-        self.resolve(headers, peer).map_err(|failure| {
+    ) -> Result<Authenticated, Reject> {
+        let identity = self.resolve(headers, peer).map_err(|failure| {
             tracing::debug!(reason = %failure, "request refused: not authenticated");
             Reject::unauthorized(&failure)
-        })
+        })?;
+        let validity = match &identity {
+            Identity::Token { subject } => match (self.auth.token_list(), bearer_of(headers)) {
+                (Some(tokens), Some(token)) => Validity::Listed {
+                    tokens: tokens.clone(),
+                    token: token.into(),
+                    subject: subject.clone(),
+                    checked: Some(Instant::now()),
+                },
+                _ => Validity::Always,
+            },
+            Identity::Jwt { claims, .. } => match claims.get("exp").and_then(Value::as_f64) {
+                Some(exp) => Validity::Until(exp + self.auth.jwt_leeway().as_secs_f64()),
+                None => Validity::Always,
+            },
+            Identity::Certificate { .. } => match peer {
+                Some(peer) => Validity::Until(peer.not_after as f64),
+                None => Validity::Always,
+            },
+            _ => Validity::Always,
+        };
+        Ok(Authenticated { identity, validity })
     }
 
     fn resolve(
@@ -72,6 +162,10 @@ impl Authenticator {
         }
         Ok(Identity::Anonymous)
     }
+}
+
+fn bearer_of(headers: &HeaderMap) -> Option<&str> {
+    bearer(headers.get(header::AUTHORIZATION)?.to_str().ok()?)
 }
 
 /// The token of `Bearer TOKEN` (the scheme is case-insensitive, RFC 9110).

@@ -10,6 +10,8 @@ use hyper::body::{Bytes, Frame, SizeHint};
 use tokio::sync::mpsc;
 use tokio::time::{Interval, MissedTickBehavior};
 
+use super::authn::Validity;
+
 /// One message on its way to a client's SSE stream.
 #[derive(Debug, Clone)]
 pub(crate) struct Delivery {
@@ -48,6 +50,8 @@ pub(crate) struct SseBody {
     deliveries: mpsc::UnboundedReceiver<Delivery>,
     keep_alive: Option<Interval>,
     ended: bool,
+    /// The credential the stream was opened with: once it lapses the stream ends.
+    validity: Option<Validity>,
     _on_drop: Option<OnDrop>,
 }
 
@@ -69,8 +73,26 @@ impl SseBody {
             deliveries,
             keep_alive,
             ended: false,
+            validity: None,
             _on_drop: on_drop,
         }
+    }
+
+    /// Ends the stream when `validity` stops holding (checked before each chunk and at each
+    /// keep-alive tick).
+    pub(crate) fn until(mut self, validity: Validity) -> Self {
+        self.validity = (!matches!(validity, Validity::Always)).then_some(validity);
+        self
+    }
+
+    /// Whether the stream's credential has lapsed (then it is over).
+    fn lapsed(&mut self) -> bool {
+        let lapsed = self.validity.as_mut().is_some_and(|v| !v.holds());
+        if lapsed {
+            tracing::debug!("an SSE stream ends: the credential it was opened with lapsed");
+            self.ended = true;
+        }
+        lapsed
     }
 }
 
@@ -112,7 +134,7 @@ impl SseBody {
         if let Some(head) = self.head.take() {
             return Poll::Ready(Some(head));
         }
-        if self.ended {
+        if self.ended || self.lapsed() {
             return Poll::Ready(None);
         }
         let mut out = Vec::new();
@@ -144,6 +166,9 @@ impl SseBody {
         if let Some(keep_alive) = &mut self.keep_alive
             && keep_alive.poll_tick(cx).is_ready()
         {
+            if self.lapsed() {
+                return Poll::Ready(None);
+            }
             return Poll::Ready(Some(Bytes::from_static(b":\n\n")));
         }
         Poll::Pending

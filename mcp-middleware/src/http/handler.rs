@@ -11,6 +11,7 @@ use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Map, Value};
 
+use super::authn::{Authenticated, Validity};
 use super::body::{Body, SseBody, write_event};
 use super::registry::{Registry, SessionHandle, StatelessKey};
 use super::reject::{HEADER_MISMATCH, Reject};
@@ -109,10 +110,11 @@ async fn dispatch(
         }
     }
     // Every request authenticates, and its session must belong to whoever it authenticates as.
-    let identity = front.authn.authenticate(headers, certificate)?;
+    // A stream it opens lasts only as long as the credential.
+    let Authenticated { identity, validity } = front.authn.authenticate(headers, certificate)?;
     match *request.method() {
-        Method::POST => post(registry, &identity, request).await,
-        Method::GET => get(registry, &identity, request.headers()),
+        Method::POST => post(registry, &identity, validity, request).await,
+        Method::GET => get(registry, &identity, validity, request.headers()),
         _ => delete(registry, &identity, request.headers()),
     }
 }
@@ -122,6 +124,7 @@ async fn dispatch(
 async fn post(
     registry: &Arc<Registry>,
     identity: &Identity,
+    validity: Validity,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Reject> {
     registry.check_open()?;
@@ -201,7 +204,7 @@ async fn post(
                     .map_err(|_| Reject::session_not_found())?;
                 streams.open_request(&handle.streams, &line, id, &method, params)?
             };
-            request_response(registry, &handle, opened, created, stateless).await
+            request_response(registry, &handle, opened, created, stateless, validity).await
         }
         Message::Notification { method, params } => {
             let Some(handle) = session_for_message(registry, identity, session_header, version)?
@@ -260,6 +263,7 @@ async fn request_response(
     opened: Opened,
     created: bool,
     stateless: bool,
+    validity: Validity,
 ) -> Result<Response<Body>, Reject> {
     let Opened {
         stream,
@@ -272,7 +276,8 @@ async fn request_response(
     handle.send(line).await?;
     let keep_alive = registry.options().keep_alive;
     if !stateless {
-        let body = SseBody::new(priming, deliveries, keep_alive, Some(guard.boxed()));
+        let body =
+            SseBody::new(priming, deliveries, keep_alive, Some(guard.boxed())).until(validity);
         let mut response = sse_response(Body::Sse(Box::new(body)));
         if created && let Ok(value) = HeaderValue::from_str(&handle.id) {
             response.headers_mut().insert(SESSION_ID, value);
@@ -302,7 +307,7 @@ async fn request_response(
         }
         Err(_) => None,
     };
-    let body = SseBody::new(first, deliveries, keep_alive, Some(guard.boxed()));
+    let body = SseBody::new(first, deliveries, keep_alive, Some(guard.boxed())).until(validity);
     Ok(sse_response(Body::Sse(Box::new(body))))
 }
 
@@ -432,6 +437,7 @@ fn base64_decode(text: &str) -> Option<Vec<u8>> {
 fn get(
     registry: &Registry,
     identity: &Identity,
+    validity: Validity,
     headers: &HeaderMap,
 ) -> Result<Response<Body>, Reject> {
     registry.check_open()?;
@@ -463,7 +469,8 @@ fn get(
         attached.deliveries,
         registry.options().keep_alive,
         attached.guard.map(|g| g.boxed()),
-    );
+    )
+    .until(validity);
     Ok(sse_response(Body::Sse(Box::new(body))))
 }
 
