@@ -258,7 +258,8 @@ fn client_errors_are_clear() {
     assert!(err.contains("unknown step `tools lst`"), "{err}");
     home.apply(
         &[
-            "kind: Server\nmetadata: {name: web}\nspec: {url: 'https://example.com/mcp'}\n"
+            // Port 9 (discard) on loopback: nothing listens, the connection is refused.
+            "kind: Server\nmetadata: {name: web}\nspec: {url: 'http://127.0.0.1:9/mcp'}\n"
                 .to_owned(),
             project("web", &["web"], ""),
         ]
@@ -266,8 +267,8 @@ fn client_errors_are_clear() {
     );
     let err = home.run(&["client", "web", "tools", "list"]).fails(1);
     assert!(
-        err.contains("server `web` is an HTTP server") && err.contains("not supported yet"),
-        "{err}"
+        err.contains("http://127.0.0.1:9/mcp") && err.contains("cannot connect"),
+        "an unreachable HTTP server is named: {err}"
     );
     home.apply(&project("empty", &[], ""));
     let err = home.run(&["proxy", "empty"]).fails(1);
