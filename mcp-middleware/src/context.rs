@@ -123,12 +123,17 @@ impl Identity {
     }
 
     /// Who the identity is, independent of the credential's details (a refreshed JWT of the
-    /// same issuer and subject is the same principal): what a session is bound to.
+    /// same issuer and subject is the same principal; a certificate is its whole subject
+    /// name): what a session is bound to.
     pub(crate) fn principal(&self) -> String {
         match self {
             Identity::Jwt {
                 subject, issuer, ..
             } => format!("jwt:{}:{subject}", issuer.as_deref().unwrap_or_default()),
+            // Two certificates may share a common name; the whole subject tells them apart.
+            Identity::Certificate {
+                distinguished_name, ..
+            } => format!("certificate:{distinguished_name}"),
             other => format!("{}:{}", other.kind(), other.subject()),
         }
     }
