@@ -12,6 +12,8 @@
 //! `name`, `uri` or `uriTemplate`, else by position. Only hooked messages pay for this; the
 //! forwarding path never parses a payload.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value};
 
 /// The lists whose items are matched one level down.
@@ -29,7 +31,7 @@ const LISTS: &[&str] = &[
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct UnknownFields {
     top: Map<String, Value>,
-    items: Vec<(&'static str, String, Map<String, Value>)>,
+    items: Vec<(&'static str, OwnedIdentity, Map<String, Value>)>,
 }
 
 impl UnknownFields {
@@ -52,17 +54,20 @@ impl UnknownFields {
                     let Value::Array(raw_items) = value else {
                         continue;
                     };
+                    // Indexed once: matching each item by a scan of the other list was
+                    // quadratic (about 50 ms for a list of 1,000 tools).
+                    let mut typed_by_id = HashMap::with_capacity(typed_items.len());
+                    for (i, item) in typed_items.iter().enumerate() {
+                        if let Value::Object(item) = item {
+                            typed_by_id.entry(identity(item, i)).or_insert(item);
+                        }
+                    }
                     for (index, raw_item) in raw_items.iter().enumerate() {
                         let Value::Object(raw_item) = raw_item else {
                             continue;
                         };
                         let id = identity(raw_item, index);
-                        let typed_item = typed_items
-                            .iter()
-                            .enumerate()
-                            .filter_map(|(i, item)| item.as_object().map(|o| (i, o)))
-                            .find(|(i, item)| identity(item, *i) == id);
-                        let Some((_, typed_item)) = typed_item else {
+                        let Some(typed_item) = typed_by_id.get(&id) else {
                             continue;
                         };
                         let missing: Map<String, Value> = raw_item
@@ -71,7 +76,7 @@ impl UnknownFields {
                             .map(|(k, v)| (k.clone(), v.clone()))
                             .collect();
                         if !missing.is_empty() {
-                            lost.items.push((list, id, missing));
+                            lost.items.push((list, id.to_owned(), missing));
                         }
                     }
                 }
@@ -87,16 +92,28 @@ impl UnknownFields {
         for (key, lost) in &self.top {
             map.entry(key.clone()).or_insert_with(|| lost.clone());
         }
-        for (list, id, lost) in &self.items {
-            let Some(Value::Array(items)) = map.get_mut(*list) else {
+        let mut lists = self
+            .items
+            .iter()
+            .map(|(list, ..)| *list)
+            .collect::<Vec<_>>();
+        lists.sort_unstable();
+        lists.dedup();
+        for list in lists {
+            let Some(Value::Array(items)) = map.get_mut(list) else {
                 continue;
             };
-            let found = items
-                .iter_mut()
-                .enumerate()
-                .filter_map(|(i, item)| item.as_object_mut().map(|o| (i, o)))
-                .find(|(i, item)| identity(item, *i) == *id);
-            if let Some((_, item)) = found {
+            let mut by_id = HashMap::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                if let Value::Object(item) = item {
+                    by_id.entry(identity(item, i).to_owned()).or_insert(i);
+                }
+            }
+            for (_, id, lost) in self.items.iter().filter(|(l, ..)| *l == list) {
+                let Some(Value::Object(item)) = by_id.get(id).and_then(|i| items.get_mut(*i))
+                else {
+                    continue;
+                };
                 for (key, value) in lost {
                     item.entry(key.clone()).or_insert_with(|| value.clone());
                 }
@@ -105,14 +122,37 @@ impl UnknownFields {
     }
 }
 
-/// How an item is recognised after hooks reorder or filter its list.
-fn identity(item: &Map<String, Value>, index: usize) -> String {
-    for key in ["name", "uri", "uriTemplate"] {
-        if let Some(Value::String(id)) = item.get(key) {
-            return format!("{key}:{id}");
+/// How an item is recognised after hooks reorder or filter its list: by its `name`, `uri` or
+/// `uriTemplate`, else by its position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Identity<'a> {
+    Key(&'static str, &'a str),
+    Index(usize),
+}
+
+/// An [`Identity`] kept beyond the value it was read from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum OwnedIdentity {
+    Key(&'static str, String),
+    Index(usize),
+}
+
+impl Identity<'_> {
+    fn to_owned(self) -> OwnedIdentity {
+        match self {
+            Identity::Key(key, id) => OwnedIdentity::Key(key, id.to_owned()),
+            Identity::Index(index) => OwnedIdentity::Index(index),
         }
     }
-    format!("#{index}")
+}
+
+fn identity(item: &Map<String, Value>, index: usize) -> Identity<'_> {
+    for key in ["name", "uri", "uriTemplate"] {
+        if let Some(Value::String(id)) = item.get(key) {
+            return Identity::Key(key, id);
+        }
+    }
+    Identity::Index(index)
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 600, value_name = "SECS")]
     pub(crate) idle_timeout: u64,
     /// The largest request body accepted, in bytes.
-    #[arg(long, default_value_t = 4 * 1024 * 1024, value_name = "BYTES")]
+    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
     pub(crate) max_body_bytes: usize,
     #[command(flatten)]
     pub(crate) identity: Box<IdentityArgs>,

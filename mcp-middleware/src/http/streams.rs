@@ -41,6 +41,9 @@ use crate::transport::Frame;
 /// The standalone stream, opened by GET.
 pub(crate) const STANDALONE: StreamId = 0;
 
+/// Streams kept before the first sweep of finished ones ([`Streams::prune`]).
+const MIN_SWEEP: usize = 64;
+
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// The streams of one session.
@@ -58,6 +61,9 @@ pub(crate) struct Streams {
     retry_ms: u64,
     /// Why the session ended, once it has.
     ended: Option<String>,
+    /// How many streams may be kept before the next sweep for those the store has dropped
+    /// every event of; doubles with what a sweep keeps, so sweeping costs O(1) per request.
+    sweep_above: usize,
     /// Into the core session, for what the streams must tell it themselves.
     session: mpsc::Sender<Event>,
 }
@@ -130,6 +136,7 @@ impl Streams {
             store,
             retry_ms,
             ended: None,
+            sweep_above: MIN_SWEEP,
             session,
         }
     }
@@ -620,12 +627,15 @@ impl Streams {
         {
             self.streams.remove(&stream);
         }
-        // Streams whose events have all been dropped from the store.
-        if self.streams.len() > 64 {
+        // Streams whose events have all been dropped from the store. Not on every request:
+        // a session keeps up to the store's event count of finished streams, and scanning
+        // them all each time was a fifth of the proxy's CPU per HTTP request.
+        if self.streams.len() > self.sweep_above {
             let store = &self.store;
             self.streams.retain(|id, s| {
                 *id == STANDALONE || !s.finished || s.sink.is_some() || store.count(*id) > 0
             });
+            self.sweep_above = (2 * self.streams.len()).max(MIN_SWEEP);
         }
     }
 

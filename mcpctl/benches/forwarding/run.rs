@@ -1,0 +1,1009 @@
+//! The driver: starting the connections, the interleaved rounds, memory, the table.
+
+use std::collections::BTreeMap;
+use std::io::{self, BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::client::{HttpSession, Rpc, StdioConnection, wait_or_kill};
+use super::{BLOB_BYTES, ONLY_ENV, PROXY_ENV, SERVER_ENV, TOOL_COUNT};
+
+/// The params of every `echo` call; the answer must carry the same text.
+const ECHO_PARAMS: &str =
+    r#"{"name":"echo","arguments":{"text":"hello from the forwarding bench"}}"#;
+const ECHO_TEXT: &str = "hello from the forwarding bench";
+const BLOB_PARAMS: &str = r#"{"name":"blob","arguments":{}}"#;
+/// What `default` (through `gate`) needs before any other tool can be called.
+const BEGIN_PARAMS: &str =
+    r#"{"name":"begin_session","arguments":{"intent":"measure what the proxy costs"}}"#;
+const INITIALIZE_PARAMS: &str = r#"{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"forwarding-bench","version":"0.1.0"}}"#;
+/// Requests in flight on one stdio connection in the throughput phase.
+const STDIO_WINDOW: usize = 32;
+/// Concurrent sessions in the HTTP throughput phases.
+const HTTP_SESSIONS: [usize; 3] = [1, 8, 32];
+/// The size of the large message every path must carry.
+const BIG_MESSAGE_BYTES: usize = 16 << 20;
+
+/// How much of everything to do.
+pub(super) struct Counts {
+    quick: bool,
+    rounds: usize,
+    latency_warmup: usize,
+    latency_calls: usize,
+    pipelined_calls: usize,
+    http_calls: usize,
+    list_iterations: usize,
+    blob_iterations: usize,
+    idle_sessions: usize,
+}
+
+impl Counts {
+    pub(super) fn new(quick: bool) -> Self {
+        if quick {
+            Self {
+                quick,
+                rounds: 2,
+                latency_warmup: 20,
+                latency_calls: 200,
+                pipelined_calls: 320,
+                http_calls: 320,
+                list_iterations: 3,
+                blob_iterations: 3,
+                idle_sessions: 8,
+            }
+        } else {
+            Self {
+                quick,
+                rounds: 5,
+                latency_warmup: 200,
+                latency_calls: 2_000,
+                pipelined_calls: 4_000,
+                http_calls: 3_200,
+                list_iterations: 30,
+                blob_iterations: 30,
+                idle_sessions: 64,
+            }
+        }
+    }
+}
+
+/// Who serves a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Variant {
+    Direct,
+    Passthrough,
+    Default,
+    /// The library proxy with a model hooked on methods the bench never sends (stdio only).
+    Elsewhere,
+}
+
+impl Variant {
+    fn name(self) -> &'static str {
+        match self {
+            Variant::Direct => "direct",
+            Variant::Passthrough => "passthrough",
+            Variant::Default => "default",
+            Variant::Elsewhere => "hooked-elsewhere",
+        }
+    }
+
+    fn gated(self) -> bool {
+        self == Variant::Default
+    }
+
+    /// Whether answers come back whole (`default` pages the 1 MiB result).
+    fn whole(self) -> bool {
+        self != Variant::Default
+    }
+}
+
+/// A row of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Metric {
+    StdioEchoP50,
+    StdioEchoP99,
+    StdioEchoCpu,
+    StdioInFlight,
+    StdioListP50,
+    StdioListCpu,
+    StdioBlobP50,
+    StdioBlobCpu,
+    HttpEchoP50,
+    HttpEchoP99,
+    HttpEchoCpu,
+    HttpSessions(usize),
+    HttpListP50,
+    HttpListCpu,
+    HttpBlobP50,
+    HttpBlobCpu,
+    StdioIdleRss,
+    StdioPeakRss,
+    HttpIdleRss,
+    HttpRssPerSession,
+    HttpPeakRss,
+}
+
+/// How a row is shown and compared.
+#[derive(PartialEq)]
+enum Kind {
+    /// A time: lower is better; the difference is shown.
+    Time,
+    /// Calls per second: higher is better; the difference per call is shown, in us.
+    Rate,
+    /// CPU time or memory: the direct column is the server's own, for scale only.
+    Cost,
+}
+
+impl Metric {
+    fn label(self) -> String {
+        match self {
+            Metric::StdioEchoP50 => "stdio echo p50 (us)".into(),
+            Metric::StdioEchoP99 => "stdio echo p99 (us)".into(),
+            Metric::StdioEchoCpu => "stdio CPU per echo (us) [1]".into(),
+            Metric::StdioInFlight => format!("stdio {STDIO_WINDOW} in flight (calls/s)"),
+            Metric::StdioListP50 => "stdio tools/list 1,000 p50 (ms)".into(),
+            Metric::StdioListCpu => "stdio CPU per tools/list (ms) [1]".into(),
+            Metric::StdioBlobP50 => "stdio 1 MiB result p50 (ms) [2]".into(),
+            Metric::StdioBlobCpu => "stdio CPU per 1 MiB result (ms) [1]".into(),
+            Metric::HttpEchoP50 => "HTTP echo p50 (us)".into(),
+            Metric::HttpEchoP99 => "HTTP echo p99 (us)".into(),
+            Metric::HttpEchoCpu => "HTTP CPU per echo (us) [1]".into(),
+            Metric::HttpSessions(n) => format!("HTTP {n} session{} (calls/s)", plural(n)),
+            Metric::HttpListP50 => "HTTP tools/list 1,000 p50 (ms)".into(),
+            Metric::HttpListCpu => "HTTP CPU per tools/list (ms) [1]".into(),
+            Metric::HttpBlobP50 => "HTTP 1 MiB result p50 (ms) [2]".into(),
+            Metric::HttpBlobCpu => "HTTP CPU per 1 MiB result (ms) [1]".into(),
+            Metric::StdioIdleRss => "stdio idle RSS (MB) [3]".into(),
+            Metric::StdioPeakRss => "stdio peak RSS (MB) [3]".into(),
+            Metric::HttpIdleRss => "HTTP idle RSS, 1 session (MB) [3]".into(),
+            Metric::HttpRssPerSession => "HTTP RSS per idle session (KiB) [3]".into(),
+            Metric::HttpPeakRss => "HTTP peak RSS (MB) [3]".into(),
+        }
+    }
+
+    fn kind(self) -> Kind {
+        match self {
+            Metric::StdioInFlight | Metric::HttpSessions(_) => Kind::Rate,
+            Metric::StdioEchoP50
+            | Metric::StdioEchoP99
+            | Metric::StdioListP50
+            | Metric::StdioBlobP50
+            | Metric::HttpEchoP50
+            | Metric::HttpEchoP99
+            | Metric::HttpListP50
+            | Metric::HttpBlobP50 => Kind::Time,
+            _ => Kind::Cost,
+        }
+    }
+
+    fn decimals(self) -> usize {
+        match self {
+            Metric::StdioInFlight | Metric::HttpSessions(_) | Metric::HttpRssPerSession => 0,
+            Metric::StdioEchoP50
+            | Metric::StdioEchoP99
+            | Metric::StdioEchoCpu
+            | Metric::HttpEchoP50
+            | Metric::HttpEchoP99
+            | Metric::HttpEchoCpu
+            | Metric::StdioIdleRss
+            | Metric::StdioPeakRss
+            | Metric::HttpIdleRss
+            | Metric::HttpPeakRss => 1,
+            _ => 2,
+        }
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// Every measurement, by row and variant, one per round.
+#[derive(Default)]
+struct Samples(BTreeMap<(Metric, Variant), Vec<f64>>);
+
+impl Samples {
+    fn add(&mut self, metric: Metric, variant: Variant, value: f64) {
+        self.0.entry((metric, variant)).or_default().push(value);
+    }
+
+    fn add_opt(&mut self, metric: Metric, variant: Variant, value: Option<f64>) {
+        if let Some(value) = value {
+            self.add(metric, variant, value);
+        }
+    }
+
+    fn median(&self, metric: Metric, variant: Variant) -> Option<f64> {
+        let mut values = self.0.get(&(metric, variant))?.clone();
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        match n {
+            0 => None,
+            _ if n % 2 == 1 => Some(values[n / 2]),
+            _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+        }
+    }
+}
+
+/// A stdio connection and what serves it.
+struct StdioPath {
+    variant: Variant,
+    conn: StdioConnection,
+}
+
+/// An HTTP endpoint and its sessions.
+struct HttpPath {
+    variant: Variant,
+    server: Child,
+    url: String,
+    sessions: Vec<HttpSession>,
+}
+
+pub(super) fn run(counts: &Counts) -> io::Result<()> {
+    let started = Instant::now();
+    let exe = std::env::current_exe().expect("cannot find the bench binary's own path");
+    let mcpctl = Path::new(env!("CARGO_BIN_EXE_mcpctl"));
+    let list_json = super::server::tools_list_result().to_string();
+    println!(
+        "forwarding bench{}: {} rounds; echo {} calls (+{} warm-up); stdio {} calls with {} in \
+         flight; HTTP {} calls over 1, 8 and 32 sessions; tools/list x{} ({} tools, {:.2} MB); \
+         1 MiB result x{}; {} idle HTTP sessions",
+        if counts.quick { " (quick)" } else { "" },
+        counts.rounds,
+        counts.latency_calls,
+        counts.latency_warmup,
+        counts.pipelined_calls,
+        STDIO_WINDOW,
+        counts.http_calls,
+        counts.list_iterations,
+        TOOL_COUNT,
+        list_json.len() as f64 / 1e6,
+        counts.blob_iterations,
+        counts.idle_sessions,
+    );
+    println!("proxy: {}", mcpctl.display());
+    if cfg!(debug_assertions) {
+        println!(
+            "note: a debug build (as `cargo test` makes): a smoke test, the figures mean \
+             nothing; `cargo bench -p mcpctl --bench forwarding` measures"
+        );
+    }
+    let mut samples = Samples::default();
+    let mut notes = Vec::new();
+
+    let only = std::env::var(ONLY_ENV).unwrap_or_default();
+    // ---- stdio
+    let stdio_variants: &[Variant] = if only == "http" {
+        &[]
+    } else {
+        &[
+            Variant::Direct,
+            Variant::Passthrough,
+            Variant::Default,
+            Variant::Elsewhere,
+        ]
+    };
+    let mut stdio = Vec::new();
+    for &variant in stdio_variants {
+        let mut command = match variant {
+            Variant::Direct => Command::new(&exe),
+            Variant::Passthrough | Variant::Default => {
+                let mut command = Command::new(mcpctl);
+                command
+                    .args(["proxy", "--model", variant.name(), "--"])
+                    .arg(&exe);
+                command
+            }
+            Variant::Elsewhere => {
+                let mut command = Command::new(&exe);
+                command.env(PROXY_ENV, "1");
+                command
+            }
+        };
+        command.env(SERVER_ENV, "1");
+        let mut conn = StdioConnection::spawn(format!("stdio {}", variant.name()), command)?;
+        handshake(&mut conn, variant)?;
+        std::thread::sleep(Duration::from_millis(50));
+        samples.add_opt(Metric::StdioIdleRss, variant, rss_mb(conn.pid(), "VmRSS"));
+        check(&mut conn, variant)?;
+        stdio.push(StdioPath { variant, conn });
+    }
+    for round in 0..counts.rounds {
+        let order = rotation(stdio.len(), round);
+        for &i in &order {
+            let StdioPath { variant, conn } = &mut stdio[i];
+            let pid = conn.pid();
+            let (p50, p99, cpu) = latency(conn, pid, counts)?;
+            samples.add(Metric::StdioEchoP50, *variant, p50);
+            samples.add(Metric::StdioEchoP99, *variant, p99);
+            samples.add_opt(Metric::StdioEchoCpu, *variant, cpu);
+        }
+        for &i in &order {
+            let StdioPath { variant, conn } = &mut stdio[i];
+            let rate = conn.pipelined(ECHO_PARAMS, counts.pipelined_calls, STDIO_WINDOW)?;
+            samples.add(Metric::StdioInFlight, *variant, rate);
+        }
+        for (method, params, p50_metric, cpu_metric, iterations) in [
+            (
+                "tools/list",
+                "{}",
+                Metric::StdioListP50,
+                Metric::StdioListCpu,
+                counts.list_iterations,
+            ),
+            (
+                "tools/call",
+                BLOB_PARAMS,
+                Metric::StdioBlobP50,
+                Metric::StdioBlobCpu,
+                counts.blob_iterations,
+            ),
+        ] {
+            for &i in &order {
+                let StdioPath { variant, conn } = &mut stdio[i];
+                let pid = conn.pid();
+                let (p50, cpu) = big_calls(conn, pid, method, params, iterations)?;
+                samples.add(p50_metric, *variant, p50);
+                samples.add_opt(cpu_metric, *variant, cpu);
+            }
+        }
+        eprintln!(
+            "stdio round {}/{} done: echo p50 {} us; tools/list p50 {} ms",
+            round + 1,
+            counts.rounds,
+            last_of(&samples, Metric::StdioEchoP50, stdio_variants),
+            last_of(&samples, Metric::StdioListP50, stdio_variants),
+        );
+    }
+    for StdioPath { variant, conn } in &mut stdio {
+        samples.add_opt(Metric::StdioPeakRss, *variant, rss_mb(conn.pid(), "VmHWM"));
+        notes.push(format!(
+            "16 MiB message, stdio {}: {}",
+            variant.name(),
+            big_message(conn, *variant)
+        ));
+    }
+    for path in stdio {
+        path.conn.close();
+    }
+
+    // ---- HTTP
+    let http_variants: &[Variant] = if only == "stdio" {
+        &[]
+    } else {
+        &[Variant::Direct, Variant::Passthrough, Variant::Default]
+    };
+    let mut http = Vec::new();
+    for &variant in http_variants {
+        let (server, url) = start_http(variant, &exe, mcpctl)?;
+        let mut path = HttpPath {
+            variant,
+            server,
+            url,
+            sessions: Vec::new(),
+        };
+        let pid = path.server.id();
+        let mut first =
+            HttpSession::connect(format!("HTTP {} session 1", variant.name()), &path.url)?;
+        handshake(&mut first, variant)?;
+        std::thread::sleep(Duration::from_millis(50));
+        let idle = rss_mb(pid, "VmRSS");
+        samples.add_opt(Metric::HttpIdleRss, variant, idle);
+        // Idle sessions: opened, then left without a connection.
+        let mut idle_ids = Vec::new();
+        for n in 0..counts.idle_sessions {
+            let mut session =
+                HttpSession::connect(format!("HTTP {} idle {n}", variant.name()), &path.url)?;
+            session.call("initialize", INITIALIZE_PARAMS)?;
+            session.notify("notifications/initialized")?;
+            idle_ids.extend(session.disconnect());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        if let (Some(before), Some(after)) = (idle, rss_mb(pid, "VmRSS")) {
+            let per_session = (after - before) * 1e6 / 1024.0 / counts.idle_sessions as f64;
+            samples.add(Metric::HttpRssPerSession, variant, per_session);
+        }
+        for id in idle_ids {
+            HttpSession::delete(&path.url, &id)?;
+        }
+        check(&mut first, variant)?;
+        path.sessions.push(first);
+        for n in 1..HTTP_SESSIONS[HTTP_SESSIONS.len() - 1] {
+            let mut session = HttpSession::connect(
+                format!("HTTP {} session {}", variant.name(), n + 1),
+                &path.url,
+            )?;
+            handshake(&mut session, variant)?;
+            path.sessions.push(session);
+        }
+        http.push(path);
+    }
+    for round in 0..counts.rounds {
+        let order = rotation(http.len(), round);
+        for &i in &order {
+            let path = &mut http[i];
+            let pid = path.server.id();
+            let (p50, p99, cpu) = latency(&mut path.sessions[0], pid, counts)?;
+            samples.add(Metric::HttpEchoP50, path.variant, p50);
+            samples.add(Metric::HttpEchoP99, path.variant, p99);
+            samples.add_opt(Metric::HttpEchoCpu, path.variant, cpu);
+        }
+        for sessions in HTTP_SESSIONS {
+            for &i in &order {
+                let path = &mut http[i];
+                let rate = concurrent(&mut path.sessions[..sessions], counts.http_calls)?;
+                samples.add(Metric::HttpSessions(sessions), path.variant, rate);
+            }
+        }
+        for (method, params, p50_metric, cpu_metric, iterations) in [
+            (
+                "tools/list",
+                "{}",
+                Metric::HttpListP50,
+                Metric::HttpListCpu,
+                counts.list_iterations,
+            ),
+            (
+                "tools/call",
+                BLOB_PARAMS,
+                Metric::HttpBlobP50,
+                Metric::HttpBlobCpu,
+                counts.blob_iterations,
+            ),
+        ] {
+            for &i in &order {
+                let path = &mut http[i];
+                let pid = path.server.id();
+                let (p50, cpu) = big_calls(&mut path.sessions[0], pid, method, params, iterations)?;
+                samples.add(p50_metric, path.variant, p50);
+                samples.add_opt(cpu_metric, path.variant, cpu);
+            }
+        }
+        eprintln!(
+            "HTTP round {}/{} done: echo p50 {} us; 32 sessions {} calls/s",
+            round + 1,
+            counts.rounds,
+            last_of(&samples, Metric::HttpEchoP50, http_variants),
+            last_of(&samples, Metric::HttpSessions(32), http_variants),
+        );
+    }
+    for path in &mut http {
+        samples.add_opt(
+            Metric::HttpPeakRss,
+            path.variant,
+            rss_mb(path.server.id(), "VmHWM"),
+        );
+        let outcome = match HttpSession::connect("HTTP 16 MiB".to_owned(), &path.url) {
+            Ok(mut conn) => {
+                conn.set_session(path.sessions[0].session_id());
+                big_message(&mut conn, path.variant)
+            }
+            Err(err) => format!("FAILED: {err}"),
+        };
+        notes.push(format!(
+            "16 MiB message, HTTP {}: {outcome}",
+            path.variant.name()
+        ));
+    }
+    for path in http {
+        let HttpPath {
+            variant,
+            mut server,
+            sessions,
+            ..
+        } = path;
+        drop(sessions);
+        stop(&mut server, variant);
+    }
+
+    report(
+        &samples,
+        &notes,
+        client_parse_ms(&list_json, 10),
+        counts.idle_sessions,
+    );
+    println!("total time {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Starts the HTTP endpoint of `variant`; its child and URL.
+fn start_http(variant: Variant, exe: &Path, mcpctl: &Path) -> io::Result<(Child, String)> {
+    let mut command = if variant == Variant::Direct {
+        let mut command = Command::new(exe);
+        command.env(SERVER_ENV, "http").stdout(Stdio::piped());
+        command
+    } else {
+        let mut command = Command::new(mcpctl);
+        command
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--model",
+                variant.name(),
+                "--",
+            ])
+            .arg(exe)
+            .env(SERVER_ENV, "1")
+            .stderr(Stdio::piped());
+        command
+    };
+    let mut child = command.stdin(Stdio::null()).spawn().map_err(|err| {
+        io::Error::other(format!(
+            "cannot start the HTTP {} server: {err}",
+            variant.name()
+        ))
+    })?;
+    // `mcpctl serve` says where it listens on stderr, the bench server on stdout.
+    let output: Box<dyn io::Read + Send> = match (child.stdout.take(), child.stderr.take()) {
+        (Some(stdout), _) => Box::new(stdout),
+        (None, Some(stderr)) => Box::new(stderr),
+        (None, None) => unreachable!("one of them was piped"),
+    };
+    let mut lines = BufReader::new(output);
+    let mut line = String::new();
+    let url = loop {
+        line.clear();
+        if lines.read_line(&mut line)? == 0 {
+            let _ = child.kill();
+            return Err(io::Error::other(format!(
+                "the HTTP {} server exited before it listened",
+                variant.name()
+            )));
+        }
+        if let Some(url) = line.trim().strip_prefix("listening on ") {
+            break url.to_owned();
+        }
+        eprint!("{line}");
+    };
+    // Whatever else it says goes to our stderr.
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while lines.read_line(&mut line).is_ok_and(|n| n > 0) {
+            eprint!("{line}");
+            line.clear();
+        }
+    });
+    Ok((child, url))
+}
+
+/// Stops an HTTP endpoint: SIGTERM for `mcpctl serve` (it stops its upstreams), kill for the
+/// bench server.
+fn stop(server: &mut Child, variant: Variant) {
+    if variant == Variant::Direct {
+        let _ = server.kill();
+        let _ = server.wait();
+        return;
+    }
+    let terminated = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !terminated {
+        let _ = server.kill();
+    }
+    wait_or_kill(variant.name(), server, Duration::from_secs(15));
+}
+
+/// `initialize`, `notifications/initialized`, and `begin_session` where the model gates.
+fn handshake(rpc: &mut impl Rpc, variant: Variant) -> io::Result<()> {
+    let result = rpc.call("initialize", INITIALIZE_PARAMS)?;
+    if result["protocolVersion"] != "2025-06-18" {
+        return Err(rpc.error(format!("unexpected initialize result: {result}")));
+    }
+    rpc.notify("notifications/initialized")?;
+    if variant.gated() {
+        let opened = rpc.call("tools/call", BEGIN_PARAMS)?;
+        if opened["isError"] == true {
+            return Err(rpc.error(format!("begin_session failed: {opened}")));
+        }
+    }
+    Ok(())
+}
+
+/// One of each call, its answer parsed and checked in full.
+fn check(rpc: &mut impl Rpc, variant: Variant) -> io::Result<()> {
+    let echo = rpc.call("tools/call", ECHO_PARAMS)?;
+    if echo["content"][0]["text"] != ECHO_TEXT {
+        return Err(rpc.error(format!("wrong echo answer: {echo}")));
+    }
+    let tools = rpc.call("tools/list", "{}")?;
+    let count = tools["tools"].as_array().map_or(0, Vec::len);
+    // `default` adds its synthetic tools (`read_page`, `read_prompts`).
+    if count != TOOL_COUNT && (variant.whole() || count < TOOL_COUNT) {
+        return Err(rpc.error(format!("tools/list returned {count} tools")));
+    }
+    let blob = rpc.call("tools/call", BLOB_PARAMS)?;
+    let text = blob["content"][0]["text"].as_str().unwrap_or_default();
+    let paged = !variant.whole() && text.len() < BLOB_BYTES && text.contains("read_page");
+    if text.len() != BLOB_BYTES && !paged {
+        return Err(rpc.error(format!(
+            "the 1 MiB result came back as {} bytes of text",
+            text.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Echoes 16 MiB of text; what happened, in words.
+fn big_message(rpc: &mut impl Rpc, variant: Variant) -> String {
+    let text = "x".repeat(BIG_MESSAGE_BYTES);
+    let params = format!(r#"{{"name":"echo","arguments":{{"text":"{text}"}}}}"#);
+    let start = Instant::now();
+    match rpc.call("tools/call", &params) {
+        Ok(result) => {
+            let got = result["content"][0]["text"].as_str().map_or(0, str::len);
+            let ms = start.elapsed().as_secs_f64() * 1e3;
+            if got == BIG_MESSAGE_BYTES {
+                format!("ok ({ms:.0} ms)")
+            } else if !variant.whole() && got > 0 {
+                format!("ok, paged: {got} bytes of text on page 1 ({ms:.0} ms)")
+            } else {
+                format!("FAILED: {got} bytes of text came back")
+            }
+        }
+        Err(err) => format!("FAILED: {err}"),
+    }
+}
+
+/// Sequential echo latency: p50 and p99 in us, and `pid`'s CPU time per call in us.
+fn latency(rpc: &mut impl Rpc, pid: u32, counts: &Counts) -> io::Result<(f64, f64, Option<f64>)> {
+    for _ in 0..counts.latency_warmup {
+        rpc.roundtrip("tools/call", ECHO_PARAMS)?;
+    }
+    let mut samples = Vec::with_capacity(counts.latency_calls);
+    let cpu_before = cpu_time(pid);
+    for _ in 0..counts.latency_calls {
+        let start = Instant::now();
+        rpc.roundtrip("tools/call", ECHO_PARAMS)?;
+        samples.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    let cpu = per_call(cpu_before, cpu_time(pid), counts.latency_calls, 1e6);
+    samples.sort_by(f64::total_cmp);
+    Ok((percentile(&samples, 0.50), percentile(&samples, 0.99), cpu))
+}
+
+/// `iterations` sequential calls with a big answer: p50 in ms, and `pid`'s CPU time per call
+/// in ms.
+fn big_calls(
+    rpc: &mut impl Rpc,
+    pid: u32,
+    method: &str,
+    params: &str,
+    iterations: usize,
+) -> io::Result<(f64, Option<f64>)> {
+    let cpu_before = cpu_time(pid);
+    let mut samples = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let start = Instant::now();
+        rpc.roundtrip(method, params)?;
+        samples.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    let cpu = per_call(cpu_before, cpu_time(pid), iterations, 1e3);
+    samples.sort_by(f64::total_cmp);
+    Ok((percentile(&samples, 0.50), cpu))
+}
+
+/// `total` echo calls spread over `sessions`, each on its own thread and sequential: calls
+/// per second over all of them.
+fn concurrent(sessions: &mut [HttpSession], total: usize) -> io::Result<f64> {
+    let count = sessions.len();
+    let each = total.div_ceil(count).max(10);
+    let barrier = Barrier::new(count + 1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = sessions
+            .iter_mut()
+            .map(|session| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    barrier.wait();
+                    for _ in 0..each {
+                        session.roundtrip("tools/call", ECHO_PARAMS)?;
+                    }
+                    Ok::<_, io::Error>(())
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        for worker in workers {
+            worker.join().expect("a load thread panicked")?;
+        }
+        Ok((each * count) as f64 / start.elapsed().as_secs_f64())
+    })
+}
+
+/// The order connections go in, in round `round`.
+fn rotation(len: usize, round: usize) -> Vec<usize> {
+    (0..len).map(|i| (i + round) % len).collect()
+}
+
+/// The last round's values of a row, for the progress line.
+fn last_of(samples: &Samples, metric: Metric, variants: &[Variant]) -> String {
+    variants
+        .iter()
+        .map(|v| {
+            samples
+                .0
+                .get(&(metric, *v))
+                .and_then(|values| values.last())
+                .map_or("-".to_owned(), |x| format!("{x:.1}"))
+        })
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
+/// How long parsing the `tools/list` result into a [`Value`] takes here (median): what a
+/// client that reads its answers adds to both sides alike.
+fn client_parse_ms(list_json: &str, iterations: usize) -> f64 {
+    let mut samples: Vec<f64> = (0..iterations)
+        .map(|_| {
+            let start = Instant::now();
+            let value: Value =
+                serde_json::from_str(list_json).expect("the tools/list result is JSON");
+            drop(std::hint::black_box(value));
+            start.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    percentile(&samples, 0.5)
+}
+
+fn report(samples: &Samples, notes: &[String], client_parse_ms: f64, idle_sessions: usize) {
+    let columns = [Variant::Passthrough, Variant::Default];
+    println!();
+    print!("{:<38} | {:>10}", "scenario (median of rounds)", "direct");
+    for v in columns {
+        print!(" | {:>11} | {:>6} | {:>9}", v.name(), "ratio", "+");
+    }
+    println!();
+    print!("{:-<38}-|-{:->10}", "", "");
+    for _ in columns {
+        print!("-|-{:->11}-|-{:->6}-|-{:->9}", "", "", "");
+    }
+    println!();
+    let mut metrics: Vec<Metric> = samples.0.keys().map(|(m, _)| *m).collect();
+    metrics.dedup();
+    for metric in metrics {
+        let prec = metric.decimals();
+        let direct = samples.median(metric, Variant::Direct);
+        print!("{:<38} | {:>10}", metric.label(), fmt(direct, prec));
+        for v in columns {
+            let value = samples.median(metric, v);
+            let (ratio, diff) = match (direct, value, metric.kind()) {
+                (Some(d), Some(p), Kind::Time) => {
+                    (format!("{:.2}", p / d), format!("{:+.1}", p - d))
+                }
+                (Some(d), Some(p), Kind::Rate) => (
+                    format!("{:.2}", p / d),
+                    format!("{:+.1}", 1e6 / p - 1e6 / d),
+                ),
+                _ => (String::new(), String::new()),
+            };
+            print!(" | {:>11} | {ratio:>6} | {diff:>9}", fmt(value, prec));
+        }
+        println!();
+    }
+    println!(
+        "+: proxied less direct, in the row's unit (for calls/s: the difference in time per \
+         call, us)"
+    );
+    println!(
+        "[1] on-CPU time of the proxy process per call (all its threads, not the upstream \
+         children); direct: the server's own"
+    );
+    println!(
+        "[2] default pages it: the client gets page 1 (32 KiB) and a read_page cursor; the \
+         proxy keeps the rest"
+    );
+    println!(
+        "[3] the proxy process's VmRSS / VmHWM; direct: the server's own; per idle session: \
+         RSS growth over {idle_sessions} sessions opened with initialize and left without a \
+         connection, divided by their number"
+    );
+    for note in notes {
+        println!("{note}");
+    }
+    let m = |metric, v| samples.median(metric, v);
+    if let (Some(pass), Some(hooked)) = (
+        m(Metric::StdioEchoP50, Variant::Passthrough),
+        m(Metric::StdioEchoP50, Variant::Elsewhere),
+    ) {
+        println!(
+            "SPEC F3: a model hooked only on methods never sent here (library proxy, stdio): \
+             echo p50 {hooked:.1} us vs passthrough {pass:.1} us; CPU per tools/list {} ms vs \
+             {} ms",
+            fmt(m(Metric::StdioListCpu, Variant::Elsewhere), 2),
+            fmt(m(Metric::StdioListCpu, Variant::Passthrough), 2),
+        );
+    }
+    if let (Some(d), Some(p)) = (
+        m(Metric::StdioListP50, Variant::Direct),
+        m(Metric::StdioListP50, Variant::Passthrough),
+    ) {
+        println!(
+            "for scale: parsing the tools/list result into a serde_json::Value takes \
+             {client_parse_ms:.2} ms here; a client that does would see {:.2} / {:.2} ms, a \
+             ratio of {:.2}",
+            p + client_parse_ms,
+            d + client_parse_ms,
+            (p + client_parse_ms) / (d + client_parse_ms),
+        );
+    }
+
+    println!();
+    println!("SPEC Q1 targets (issue 7), for passthrough / default:");
+    type Check<'a> = dyn Fn(Variant) -> Option<(bool, String)> + 'a;
+    let ratio =
+        move |metric: Metric, v: Variant| Some((m(metric, v)?, m(metric, Variant::Direct)?));
+    let targets: Vec<(&str, Box<Check<'_>>)> = vec![
+        (
+            "stdio echo p50 <= 1.5x direct and <= +50 us",
+            Box::new(move |v| {
+                let (p, d) = ratio(Metric::StdioEchoP50, v)?;
+                Some((
+                    p <= 1.5 * d && p <= d + 50.0,
+                    format!("{:.2}x, {:+.1} us", p / d, p - d),
+                ))
+            }),
+        ),
+        (
+            "stdio proxy CPU per echo <= 30 us",
+            Box::new(move |v| {
+                let cpu = m(Metric::StdioEchoCpu, v)?;
+                Some((cpu <= 30.0, format!("{cpu:.1} us")))
+            }),
+        ),
+        (
+            "HTTP echo p50 <= 1.5x direct",
+            Box::new(move |v| {
+                let (p, d) = ratio(Metric::HttpEchoP50, v)?;
+                Some((p <= 1.5 * d, format!("{:.2}x", p / d)))
+            }),
+        ),
+        (
+            "HTTP echo p99 <= 2x direct",
+            Box::new(move |v| {
+                let (p, d) = ratio(Metric::HttpEchoP99, v)?;
+                Some((p <= 2.0 * d, format!("{:.2}x", p / d)))
+            }),
+        ),
+        (
+            "32 HTTP sessions >= 0.6x direct throughput",
+            Box::new(move |v| {
+                let (p, d) = ratio(Metric::HttpSessions(32), v)?;
+                Some((p >= 0.6 * d, format!("{:.2}x", p / d)))
+            }),
+        ),
+        (
+            "32 in flight on stdio >= 0.7x direct throughput",
+            Box::new(move |v| {
+                let (p, d) = ratio(Metric::StdioInFlight, v)?;
+                Some((p >= 0.7 * d, format!("{:.2}x", p / d)))
+            }),
+        ),
+        (
+            "tools/list of 1,000 tools <= 1.3x direct (stdio)",
+            Box::new(move |v| {
+                let (p, d) = ratio(Metric::StdioListP50, v)?;
+                Some((p <= 1.3 * d, format!("{:.2}x, {:+.2} ms", p / d, p - d)))
+            }),
+        ),
+        (
+            "proxy CPU per tools/list <= 3 ms (stdio)",
+            Box::new(move |v| {
+                let cpu = m(Metric::StdioListCpu, v)?;
+                Some((cpu <= 3.0, format!("{cpu:.2} ms")))
+            }),
+        ),
+        (
+            "1 MiB result <= +1 ms (stdio; default pages it)",
+            Box::new(move |v| {
+                let (p, d) = ratio(Metric::StdioBlobP50, v)?;
+                Some((p <= d + 1.0, format!("{:+.2} ms", p - d)))
+            }),
+        ),
+        (
+            "peak RSS <= 40 MB (stdio, HTTP)",
+            Box::new(move |v| {
+                let stdio = m(Metric::StdioPeakRss, v)?;
+                let http = m(Metric::HttpPeakRss, v)?;
+                Some((
+                    stdio <= 40.0 && http <= 40.0,
+                    format!("{stdio:.1} MB, {http:.1} MB"),
+                ))
+            }),
+        ),
+        (
+            "<= 64 KiB per extra idle HTTP session",
+            Box::new(move |v| {
+                let kib = m(Metric::HttpRssPerSession, v)?;
+                Some((kib <= 64.0, format!("{kib:.0} KiB")))
+            }),
+        ),
+    ];
+    for (name, check) in &targets {
+        print!("  {name:<50}");
+        for v in columns {
+            match check(v) {
+                Some((ok, figure)) => {
+                    print!(" {:<4} {figure:<20}", if ok { "PASS" } else { "MISS" })
+                }
+                None => print!(" {:<25}", "n/a"),
+            }
+        }
+        println!();
+    }
+    let big_ok = notes.iter().all(|n| !n.contains("FAILED"));
+    println!(
+        "  {:<50} {}",
+        "no message size limit below 16 MiB",
+        if big_ok {
+            "PASS (every path)"
+        } else {
+            "MISS (see above)"
+        }
+    );
+}
+
+fn fmt(value: Option<f64>, decimals: usize) -> String {
+    value.map_or("-".to_owned(), |v| format!("{v:.decimals$}"))
+}
+
+/// Nearest-rank percentile of sorted samples.
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn per_call(
+    before: Option<Duration>,
+    after: Option<Duration>,
+    calls: usize,
+    unit: f64,
+) -> Option<f64> {
+    let (before, after) = before.zip(after)?;
+    Some(after.saturating_sub(before).as_secs_f64() * unit / calls as f64)
+}
+
+/// A `VmRSS` or `VmHWM` line of `/proc/<pid>/status`, in MB.
+fn rss_mb(pid: u32, field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024.0 / 1e6)
+}
+
+/// The on-CPU time of every thread of process `pid`: the sum of the threads'
+/// `/proc/<pid>/task/<tid>/schedstat` (nanoseconds), or else utime + stime from
+/// `/proc/<pid>/stat` (clock ticks of 10 ms). `None` where `/proc` has neither.
+fn cpu_time(pid: u32) -> Option<Duration> {
+    let from_schedstat = || -> Option<Duration> {
+        let mut total = 0u64;
+        for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+            let path: PathBuf = task.ok()?.path().join("schedstat");
+            // A thread may end between the listing and the read.
+            let Ok(text) = std::fs::read_to_string(path) else {
+                continue;
+            };
+            total += text.split_whitespace().next()?.parse::<u64>().ok()?;
+        }
+        Some(Duration::from_nanos(total))
+    };
+    from_schedstat().or_else(|| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Fields after the command name, which is in parentheses and may hold spaces:
+        // state is field 3, utime field 14, stime field 15.
+        let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+        let ticks: u64 =
+            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        Some(Duration::from_millis(ticks * 10))
+    })
+}
