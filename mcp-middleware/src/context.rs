@@ -177,7 +177,7 @@ pub(crate) enum LoopCall {
 #[derive(Debug, Clone)]
 pub(crate) struct SessionLink {
     pub(crate) calls: mpsc::UnboundedSender<LoopCall>,
-    pub(crate) to_client: mpsc::UnboundedSender<String>,
+    pub(crate) to_client: crate::transport::queue::LineQueue,
     pub(crate) upstream_ids: Arc<AtomicU64>,
 }
 

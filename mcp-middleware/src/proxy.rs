@@ -13,7 +13,8 @@ use crate::chain::Chain;
 use crate::model::{ModelDescriptor, ProxyModel};
 use crate::project::Project;
 use crate::routing::Routes;
-use crate::session::{Event, Session, SessionOptions};
+use crate::session::{Ended, Event, Session, SessionOptions};
+use crate::transport::queue::LineQueue;
 use crate::transport::{LineReader, stdio, write_lines};
 use crate::upstream::Upstream;
 
@@ -169,11 +170,10 @@ impl Proxy {
             tracing::info!(model = model.name, layers = ?chain.layer_names(), server = %self.server, "proxy starting");
         }
         let (events_tx, events) = mpsc::channel(256);
-        let (to_client, client_queue) = mpsc::unbounded_channel();
+        let (to_client, client_queue) = LineQueue::new(self.options.client_queue_bytes);
         let session = Session::start(
             self.server,
             self.options.clone(),
-            events_tx.clone(),
             to_client,
             chain,
             self.project,
@@ -181,6 +181,7 @@ impl Proxy {
         )?;
         let writer = tokio::spawn(write_lines(output, client_queue));
         let max = self.options.max_message_bytes;
+        let grace = self.options.shutdown_grace;
         let reader = tokio::spawn(async move {
             let mut lines = LineReader::new(input, max);
             loop {
@@ -199,16 +200,36 @@ impl Proxy {
             }
             let _ = events_tx.send(Event::ClientClosed).await;
         });
-        session.run(events).await;
+        let ended = session.run(events).await;
         reader.abort();
-        match writer.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(cause)) if cause.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-            Ok(Err(cause)) => Err(ProxyError::Downstream {
+        let mut writer = writer;
+        if let Ended::ClientNotReading(reason) = ended {
+            // The writer is stuck on a client that does not read: it is not waited for.
+            writer.abort();
+            return Err(ProxyError::Downstream {
+                what: "client stopped reading",
+                cause: std::io::Error::other(reason),
+            });
+        }
+        // What is still queued goes out, unless the client has stopped reading: a client that
+        // closed its input and never reads its output must not keep the proxy alive.
+        match tokio::time::timeout(grace, &mut writer).await {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(cause))) if cause.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            Ok(Ok(Err(cause))) => Err(ProxyError::Downstream {
                 what: "writing to the client failed",
                 cause,
             }),
-            Err(_) => Ok(()),
+            Ok(Err(_)) => Ok(()),
+            Err(_) => {
+                writer.abort();
+                tracing::warn!(
+                    "the client did not read the last messages within {} s of closing its \
+                     input; they were dropped",
+                    grace.as_secs()
+                );
+                Ok(())
+            }
         }
     }
 }

@@ -10,10 +10,12 @@ use hyper::body::{Bytes, Frame, SizeHint};
 use tokio::sync::mpsc;
 use tokio::time::{Interval, MissedTickBehavior};
 
+use crate::transport::queue::Ticket;
+
 use super::authn::Validity;
 
 /// One message on its way to a client's SSE stream.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Delivery {
     /// The SSE event id; `None` on streams that are not resumable (2026-07-28 requests).
     pub(crate) id: Option<Arc<str>>,
@@ -21,6 +23,9 @@ pub(crate) struct Delivery {
     pub(crate) line: Arc<str>,
     /// Whether this is the response that completes the stream's request.
     pub(crate) last: bool,
+    /// Counts the message toward what waits for the client until the stream has taken it
+    /// (or is dropped), so a client that does not read holds the session's upstream back.
+    pub(crate) _held: Option<Ticket>,
 }
 
 /// Something that must happen when a stream's body goes away (the client disconnected, or

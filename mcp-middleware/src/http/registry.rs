@@ -23,8 +23,9 @@ use crate::chain::Chain;
 use crate::context::Identity;
 use crate::jsonrpc;
 use crate::project::Project;
-use crate::session::{Event, Session, SessionOptions};
+use crate::session::{Ended, Event, Session, SessionOptions};
 use crate::transport::Frame;
+use crate::transport::queue::LineQueue;
 use crate::upstream::Upstream;
 
 /// What every session is started from.
@@ -217,11 +218,11 @@ impl Registry {
     ) -> Result<Arc<SessionHandle>, Reject> {
         let factory = &self.factory;
         let (events_tx, events_rx) = mpsc::channel(256);
-        let (to_client, mut lines) = mpsc::unbounded_channel();
+        let (to_client, mut lines) = LineQueue::new(factory.options.client_queue_bytes);
+        let backlog = to_client.gauge().clone();
         let session = Session::start(
             factory.server.clone(),
             factory.options.clone(),
-            events_tx.clone(),
             to_client,
             factory.chain.clone(),
             factory.project.clone(),
@@ -243,6 +244,7 @@ impl Registry {
             store,
             self.options.sse_retry_ms,
             events_tx.clone(),
+            backlog,
         )));
         let handle = Arc::new(SessionHandle {
             id,
@@ -261,15 +263,21 @@ impl Registry {
                 tokio::select! {
                     biased;
                     line = lines.recv() => match line {
-                        Some(line) => route(&streams, line),
+                        Some(line) => route(&streams, line.into_line()),
                         None => {
                             let _ = (&mut run).await;
                             break;
                         }
                     },
                     finished = &mut run => {
-                        if let Err(err) = finished {
-                            tracing::error!(%err, "an HTTP session's loop failed");
+                        match finished {
+                            Err(err) => tracing::error!(%err, "an HTTP session's loop failed"),
+                            Ok(Ended::ClientNotReading(why)) => {
+                                if let Ok(mut reason) = router.reason.lock() {
+                                    reason.get_or_insert(format!("the client stopped reading: {why}"));
+                                }
+                            }
+                            Ok(Ended::ClientClosed) => {}
                         }
                         break;
                     }
@@ -277,7 +285,7 @@ impl Registry {
             }
             // What the session wrote before it stopped still goes out.
             while let Ok(line) = lines.try_recv() {
-                route(&streams, line);
+                route(&streams, line.into_line());
             }
             let reason = router
                 .reason

@@ -37,6 +37,7 @@ use super::reject::{Reject, SERVER_ERROR};
 use crate::jsonrpc::{self, Message, range_in, splice};
 use crate::session::Event;
 use crate::transport::Frame;
+use crate::transport::queue::Gauge;
 
 /// The standalone stream, opened by GET.
 pub(crate) const STANDALONE: StreamId = 0;
@@ -66,6 +67,9 @@ pub(crate) struct Streams {
     sweep_above: usize,
     /// Into the core session, for what the streams must tell it themselves.
     session: mpsc::Sender<Event>,
+    /// What waits for the client: messages in a connected stream's queue count until the
+    /// stream takes them.
+    backlog: Arc<Gauge>,
 }
 
 #[derive(Default)]
@@ -122,6 +126,7 @@ impl Streams {
         store: EventStore,
         retry_ms: u64,
         session: mpsc::Sender<Event>,
+        backlog: Arc<Gauge>,
     ) -> Self {
         let mut streams = BTreeMap::new();
         streams.insert(STANDALONE, Stream::default());
@@ -138,6 +143,7 @@ impl Streams {
             ended: None,
             sweep_above: MIN_SWEEP,
             session,
+            backlog,
         }
     }
 
@@ -308,6 +314,7 @@ impl Streams {
             let _ = sink.tx.send(Delivery {
                 id: Some(event_id(stream, seq).into()),
                 last: finished && self.is_response_of(stream, &line),
+                _held: Some(self.backlog.ticket(line.len())),
                 line,
             });
             last_sent = seq;
@@ -585,7 +592,17 @@ impl Streams {
             return;
         };
         if let Some(sink) = &state.sink {
-            if sink.tx.send(Delivery { id, line, last }).is_ok() {
+            let held = Some(self.backlog.ticket(line.len()));
+            if sink
+                .tx
+                .send(Delivery {
+                    id,
+                    line,
+                    last,
+                    _held: held,
+                })
+                .is_ok()
+            {
                 state.delivered = seq;
             } else {
                 state.sink = None;
@@ -721,7 +738,13 @@ mod tests {
 
     fn streams(stateless: bool) -> (Arc<Mutex<Streams>>, mpsc::Receiver<Event>) {
         let (tx, rx) = mpsc::channel(16);
-        let streams = Streams::new(stateless, EventStore::new(100, 1 << 20), 1000, tx);
+        let streams = Streams::new(
+            stateless,
+            EventStore::new(100, 1 << 20),
+            1000,
+            tx,
+            Gauge::new(1 << 20),
+        );
         (Arc::new(Mutex::new(streams)), rx)
     }
 

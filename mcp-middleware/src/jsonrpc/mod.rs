@@ -30,6 +30,10 @@ pub const UPSTREAM_UNAVAILABLE: i64 = -32001;
 /// The upstream server did not answer within the proxy's request timeout. The proxy has sent the
 /// upstream `notifications/cancelled` for the request.
 pub const UPSTREAM_TIMEOUT: i64 = -32002;
+/// The upstream server is not reading what the proxy sends it: more than the proxy's limit
+/// already waits for it ([`SessionOptions::upstream_queue_bytes`](crate::SessionOptions)). The
+/// request was not sent; it may be retried once the upstream catches up.
+pub const UPSTREAM_BACKLOG: i64 = -32003;
 
 mod scan;
 
@@ -130,7 +134,18 @@ impl<'a> Message<'a> {
             Some(found) => Members {
                 jsonrpc: found.jsonrpc.map(decode_string).transpose()?,
                 id: found.id,
-                method: found.method.map(decode_string).transpose()?,
+                // A method that is not a string is refused under the request's id.
+                method: found
+                    .method
+                    .map(decode_string)
+                    .transpose()
+                    .map_err(|mut err| {
+                        err.id = found
+                            .id
+                            .filter(|id| *id != "null" && is_valid_id(id))
+                            .map(str::to_owned);
+                        err
+                    })?,
                 params: found.params,
                 result: found.result,
                 error: found.error,
@@ -241,6 +256,25 @@ impl<'a> Members<'a> {
             )),
         }
     }
+}
+
+/// What the first bytes of a message too long to read show: its id (raw JSON, when a valid one
+/// comes before the cut) and whether it has a `method` (a request or notification rather than
+/// a response). Only the top level counts: an `id` inside `params` is not the message's.
+///
+/// ```
+/// use mcp_middleware::jsonrpc::head_of;
+/// assert_eq!(head_of(br#"{"jsonrpc":"2.0","id":7,"result":{"text":"xxxx"#), (Some("7".to_owned()), false));
+/// assert_eq!(head_of(br#"{"method":"x","params":{"id":3,"#), (None, true));
+/// ```
+pub fn head_of(prefix: &[u8]) -> (Option<String>, bool) {
+    let text = match std::str::from_utf8(prefix) {
+        Ok(text) => text,
+        // Cut inside a character: what comes before it is text.
+        Err(err) => std::str::from_utf8(&prefix[..err.valid_up_to()]).unwrap_or_default(),
+    };
+    let (id, method) = scan::head(text);
+    (id.filter(|id| is_valid_id(id)).map(str::to_owned), method)
 }
 
 /// Whether raw JSON is a valid JSON-RPC id: a well-formed string or number.

@@ -72,6 +72,47 @@ pub(super) fn members(line: &str) -> Option<Members<'_>> {
     }
 }
 
+/// What the first bytes of a message too long to read whole show of its top level: the raw
+/// `id`, and whether a `method` came before the scan ran off the end (or hit anything
+/// unusual). Lets the proxy answer (or fail) the right request for a message it refuses
+/// without reading it all.
+pub(super) fn head(prefix: &str) -> (Option<&str>, bool) {
+    let bytes = prefix.as_bytes();
+    let mut at = skip_ws(bytes, 0);
+    let (mut id, mut method) = (None, false);
+    if bytes.get(at) != Some(&b'{') {
+        return (None, false);
+    }
+    at = skip_ws(bytes, at + 1);
+    while bytes.get(at) == Some(&b'"') {
+        let Some(key_end) = string_end(bytes, at) else {
+            break;
+        };
+        let key = &prefix[at + 1..key_end - 1];
+        at = skip_ws(bytes, key_end);
+        if bytes.get(at) != Some(&b':') {
+            break;
+        }
+        let start = skip_ws(bytes, at + 1);
+        if key == "method" {
+            method = true;
+        }
+        // A value that runs off the end of the prefix is cut: it is not trusted.
+        let Some(end) = value_end(bytes, start).filter(|end| *end < bytes.len()) else {
+            break;
+        };
+        if key == "id" {
+            id = Some(&prefix[start..end]);
+        }
+        at = skip_ws(bytes, end);
+        match bytes.get(at) {
+            Some(b',') => at = skip_ws(bytes, at + 1),
+            _ => break,
+        }
+    }
+    (id, method)
+}
+
 fn skip_ws(bytes: &[u8], mut at: usize) -> usize {
     while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(at) {
         at += 1;
@@ -147,6 +188,24 @@ mod tests {
         assert_eq!(found.id, Some(r#""x\"y""#));
         assert_eq!(found.jsonrpc, Some(r#""2.0""#));
         assert_eq!(found.method, None);
+    }
+
+    #[test]
+    fn reads_the_id_from_the_head_of_a_cut_message() {
+        assert_eq!(
+            head(r#"{"jsonrpc":"2.0", "id" : 7, "result":{"text":"xxx"#),
+            (Some("7"), false)
+        );
+        assert_eq!(
+            head(r#"{"id":"a\"b","method":"x","params":{"#),
+            (Some(r#""a\"b""#), true)
+        );
+        assert_eq!(
+            head(r#"{"method":"x","params":{"id":3,"pad":"#),
+            (None, true)
+        );
+        assert_eq!(head(r#"{"jsonrpc":"2.0","id":12"#), (None, false));
+        assert_eq!(head("not json"), (None, false));
     }
 
     #[test]

@@ -33,6 +33,8 @@ const SESSION_END_GRACE: Duration = Duration::from_secs(5);
 #[derive(Default)]
 pub(super) struct Hooked {
     calls: HashMap<u64, HookedCall>,
+    /// The running calls by the client's id.
+    by_client_id: HashMap<Box<str>, u64>,
     next_call: u64,
     /// Hook requests waiting for a restarted upstream to be ready.
     held: Vec<LoopCall>,
@@ -41,6 +43,22 @@ pub(super) struct Hooked {
 }
 
 impl Hooked {
+    /// Whether a hooked request the client knows as `client_id` is running.
+    pub(super) fn in_flight(&self, client_id: &str) -> bool {
+        self.by_client_id.contains_key(client_id)
+    }
+
+    fn insert(&mut self, key: u64, call: HookedCall) {
+        self.by_client_id.insert(call.client_id.clone(), key);
+        self.calls.insert(key, call);
+    }
+
+    fn remove(&mut self, key: u64) -> Option<HookedCall> {
+        let call = self.calls.remove(&key)?;
+        self.by_client_id.remove(&call.client_id);
+        Some(call)
+    }
+
     /// Starts timing an unhooked request for observers.
     pub(super) fn observe_start(&mut self, uid: u64, method: &str, params: Option<&str>) {
         self.observing.insert(
@@ -136,6 +154,7 @@ impl Session {
 
     /// The client left: cancel what is still running and run `on_session_end` hooks.
     pub(super) async fn end_session(&mut self) {
+        self.hooks.by_client_id.clear();
         for (_, call) in self.hooks.calls.drain() {
             call.cancel.cancel();
             call.task.abort();
@@ -211,7 +230,7 @@ impl Session {
             };
             let _ = calls.send(LoopCall::Finished { call, outcome });
         });
-        self.hooks.calls.insert(
+        self.hooks.insert(
             call,
             HookedCall {
                 client_id: id.into(),
@@ -259,13 +278,8 @@ impl Session {
 
     /// Cancels the hooked request the client knows as `client_id`, if there is one.
     pub(super) fn cancel_hooked(&mut self, client_id: &str) -> bool {
-        let found = self
-            .hooks
-            .calls
-            .iter()
-            .find(|(_, call)| *call.client_id == *client_id)
-            .map(|(key, _)| *key);
-        let Some(call) = found.and_then(|key| self.hooks.calls.remove(&key)) else {
+        let found = self.hooks.by_client_id.get(client_id).copied();
+        let Some(call) = found.and_then(|key| self.hooks.remove(key)) else {
             return false;
         };
         call.cancel.cancel();
@@ -304,7 +318,7 @@ impl Session {
             .map(|(key, _)| *key)
             .collect();
         for key in expired {
-            let Some(call) = self.hooks.calls.remove(&key) else {
+            let Some(call) = self.hooks.remove(key) else {
                 continue;
             };
             call.cancel.cancel();
@@ -333,7 +347,7 @@ impl Session {
     }
 
     fn finish_hooked(&mut self, call: u64, outcome: RawOutcome) {
-        let Some(call) = self.hooks.calls.remove(&call) else {
+        let Some(call) = self.hooks.remove(call) else {
             return;
         };
         let (kind, error) = match &outcome {
@@ -440,6 +454,16 @@ impl Session {
                         params,
                         reply,
                     });
+                    return;
+                }
+                if let Some(queued) = self.upstream_backlog() {
+                    let message = self.backlog_message(&method, queued);
+                    tracing::warn!("{message}");
+                    let _ = reply.send(Err(ErrorData::new(
+                        ErrorCode(jsonrpc::UPSTREAM_BACKLOG as i32),
+                        message,
+                        None,
+                    )));
                     return;
                 }
                 self.forward_hook_request(uid, call, &method, params, reply);

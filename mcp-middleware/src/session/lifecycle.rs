@@ -18,7 +18,7 @@ impl Session {
         let link = match self.server.spawn(
             self.generation,
             self.options.max_message_bytes,
-            self.events.clone(),
+            self.upstream_events.clone(),
         ) {
             Ok(link) => link,
             Err(err) => {

@@ -3,9 +3,15 @@
 //! A session owns everything that is per connection: the id and progress-token maps, the
 //! handshake to replay when the upstream restarts, and the upstream link itself. All of it lives
 //! in one task that handles one event at a time ([`Event`]), so there are no locks on the path.
-//! Readers feed the task through a bounded channel (back-pressure on a flooding peer); the task
-//! writes through unbounded queues to writer tasks, so it never waits on a slow peer and a full
-//! pipe in one direction can never deadlock the other.
+//! Readers feed the task through bounded channels (back-pressure on a flooding peer); the task
+//! writes through queues to writer tasks, so it never waits on a slow peer and a full pipe in
+//! one direction can never deadlock the other. Those queues count their bytes
+//! ([`LineQueue`]): when more than [`SessionOptions::client_queue_bytes`] waits for the client,
+//! the loop stops reading the upstream until the client catches up (the upstream is slowed to
+//! the client's pace, as it would be without the proxy; nothing is dropped), and a client that
+//! lets that plus [`SessionOptions::max_message_bytes`] pile up (it sends but does not read)
+//! ends its session. When more than [`SessionOptions::upstream_queue_bytes`] waits for the
+//! upstream, requests are refused with [`jsonrpc::UPSTREAM_BACKLOG`].
 //!
 //! The path of a request, start to end:
 //! 1. [`Session::on_client_line`] reads the envelope ([`Message::parse`]), gives the request a
@@ -48,6 +54,7 @@ use crate::model::{HookId, Outcome};
 use crate::project::Project;
 use crate::routing::Route;
 use crate::transport::Frame;
+use crate::transport::queue::LineQueue;
 use crate::upstream::{Upstream, UpstreamEvent, UpstreamLink};
 
 /// Settings of a proxy session.
@@ -62,6 +69,14 @@ pub struct SessionOptions {
     pub max_message_bytes: usize,
     /// How long the upstream may take to exit after its stdin is closed before it is killed.
     pub shutdown_grace: Duration,
+    /// How many bytes of messages may wait for the client (not yet read by it) before the
+    /// proxy stops reading the upstream until the client catches up. A client that lets this
+    /// plus `max_message_bytes` pile up ends its session with an error. Default 16 MiB.
+    pub client_queue_bytes: usize,
+    /// How many bytes of messages may wait for the upstream to read them before the proxy
+    /// refuses further requests with [`jsonrpc::UPSTREAM_BACKLOG`] (and drops client
+    /// notifications other than cancellations, with a warning). Default 16 MiB.
+    pub upstream_queue_bytes: usize,
 }
 
 impl Default for SessionOptions {
@@ -70,25 +85,30 @@ impl Default for SessionOptions {
             request_timeout: Some(Duration::from_secs(300)),
             max_message_bytes: 64 * 1024 * 1024,
             shutdown_grace: Duration::from_secs(2),
+            client_queue_bytes: 16 * 1024 * 1024,
+            upstream_queue_bytes: 16 * 1024 * 1024,
         }
     }
 }
 
-/// What the session loop reacts to.
+/// How a session ended.
+#[derive(Debug)]
+pub(crate) enum Ended {
+    /// The client closed its side (or the session was ended from outside).
+    ClientClosed,
+    /// The client let more pile up than the session may hold for it (it stopped reading); how
+    /// much, in words.
+    ClientNotReading(String),
+}
+
+/// What the session loop reacts to from the client's side (the upstream's events come on a
+/// channel of their own, which the loop stops reading while the client falls behind).
 #[derive(Debug)]
 pub(crate) enum Event {
     /// A frame from the client.
     Client(Frame),
     /// The client closed its side, or reading it failed.
     ClientClosed,
-    /// Something from the upstream.
-    Upstream(UpstreamEvent),
-}
-
-impl From<UpstreamEvent> for Event {
-    fn from(event: UpstreamEvent) -> Self {
-        Event::Upstream(event)
-    }
 }
 
 /// A request sent upstream whose answer has not arrived.
@@ -177,8 +197,10 @@ enum UpstreamState {
 pub(crate) struct Session {
     server: Upstream,
     options: SessionOptions,
-    events: mpsc::Sender<Event>,
-    to_client: mpsc::UnboundedSender<String>,
+    /// Where every start of the upstream reports.
+    upstream_events: mpsc::Sender<UpstreamEvent>,
+    upstream_inbox: Option<mpsc::Receiver<UpstreamEvent>>,
+    to_client: LineQueue,
     upstream: UpstreamState,
     generation: u64,
     /// Shared with hook tasks, which number their upstream requests themselves.
@@ -193,6 +215,10 @@ pub(crate) struct Session {
     upstream_requests: HashMap<u64, UpstreamRequest>,
     handshake: Handshake,
     era: ClientEra,
+    /// Lines from the upstream that were not JSON-RPC, dropped (logged sparingly).
+    malformed_from_upstream: u64,
+    /// Client notifications dropped because the upstream was not reading.
+    dropped_for_backlog: u64,
 }
 
 impl Session {
@@ -200,13 +226,13 @@ impl Session {
     pub(crate) fn start(
         server: Upstream,
         options: SessionOptions,
-        events: mpsc::Sender<Event>,
-        to_client: mpsc::UnboundedSender<String>,
+        to_client: LineQueue,
         chain: Arc<Chain>,
         project: Option<Arc<Project>>,
         identity: Identity,
     ) -> Result<Self, crate::error::UpstreamError> {
-        let link = server.spawn(1, options.max_message_bytes, events.clone())?;
+        let (upstream_events, upstream_inbox) = mpsc::channel(256);
+        let link = server.spawn(1, options.max_message_bytes, upstream_events.clone())?;
         let upstream_ids = Arc::new(AtomicU64::new(0));
         let (calls_tx, calls) = mpsc::unbounded_channel();
         let scope = Arc::new(SessionScope::new(
@@ -223,7 +249,8 @@ impl Session {
         Ok(Self {
             server,
             options,
-            events,
+            upstream_events,
+            upstream_inbox: Some(upstream_inbox),
             to_client,
             upstream: UpstreamState::Up(link),
             generation: 1,
@@ -238,43 +265,74 @@ impl Session {
             upstream_requests: HashMap::new(),
             handshake: Handshake::default(),
             era: ClientEra::Unknown,
+            malformed_from_upstream: 0,
+            dropped_for_backlog: 0,
         })
     }
 
-    /// Runs until the client closes, then shuts the upstream down.
-    pub(crate) async fn run(mut self, mut inbox: mpsc::Receiver<Event>) {
+    /// Runs until the client closes (or falls too far behind), then cancels what is still
+    /// pending upstream and shuts the upstream down.
+    pub(crate) async fn run(mut self, mut inbox: mpsc::Receiver<Event>) -> Ended {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let Some(mut calls) = self.calls.take() else {
-            return;
+        let (Some(mut calls), Some(mut upstream)) = (self.calls.take(), self.upstream_inbox.take())
+        else {
+            return Ended::ClientClosed;
         };
+        let backlog = self.to_client.gauge().clone();
+        // Past this the client is not just slow: the session cannot hold more for it.
+        let most = backlog
+            .limit()
+            .saturating_add(self.options.max_message_bytes);
         self.start_session_hooks();
-        loop {
+        let ended = loop {
+            // Hooks' calls first: a notification a hook let through is relayed before the
+            // client's next message.
+            while let Ok(call) = calls.try_recv() {
+                self.on_loop_call(call);
+            }
+            let queued = backlog.queued();
+            if queued > most {
+                break Ended::ClientNotReading(format!(
+                    "{queued} bytes of messages wait for it, over the session's limit of {most} \
+                     bytes; the session ended"
+                ));
+            }
+            // Client and upstream are served fairly: a flood from either side cannot starve
+            // the other. While the client is behind, the upstream is not read (it waits, as it
+            // would for a slow client without the proxy).
+            let behind = backlog.over();
             tokio::select! {
-                // Hooks' calls first: a notification a hook let through is relayed before the
-                // client's next message.
-                biased;
                 Some(call) = calls.recv() => self.on_loop_call(call),
                 event = inbox.recv() => match event {
                     Some(Event::Client(frame)) => self.on_client_frame(frame),
-                    Some(Event::Upstream(UpstreamEvent::Line { generation, line })) => {
+                    Some(Event::ClientClosed) | None => break Ended::ClientClosed,
+                },
+                Some(event) = upstream.recv(), if !behind => match event {
+                    UpstreamEvent::Line { generation, line } => {
                         if generation == self.generation {
                             self.on_upstream_line(&line);
                         }
                     }
-                    Some(Event::Upstream(UpstreamEvent::Closed { generation, how })) => {
+                    UpstreamEvent::Closed { generation, how } => {
                         if generation == self.generation {
                             self.on_upstream_closed(&how);
                         }
                     }
-                    Some(Event::ClientClosed) | None => break,
                 },
+                _ = backlog.drained(), if behind => {}
                 _ = tick.tick(), if self.options.request_timeout.is_some() => self.expire(Instant::now()),
             }
+        };
+        match &ended {
+            Ended::ClientClosed => tracing::debug!("client closed; shutting the upstream down"),
+            Ended::ClientNotReading(reason) => {
+                tracing::error!("the client stopped reading: {reason}")
+            }
         }
-        tracing::debug!("client closed; shutting the upstream down");
         // Hooks can no longer reach the loop: their calls fail at once instead of waiting.
         drop(calls);
+        self.cancel_pending("the client went away");
         self.end_session().await;
         let grace = self.options.shutdown_grace;
         match std::mem::replace(
@@ -288,10 +346,52 @@ impl Session {
             }
             UpstreamState::Down { .. } => {}
         }
+        ended
+    }
+
+    /// The session is over: every request still waiting for the upstream is cancelled there
+    /// (the upstream may stop its work), and observers see it cancelled.
+    fn cancel_pending(&mut self, reason: &str) {
+        let mut waiting: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| matches!(p, Pending::Client { .. } | Pending::Hook { .. }))
+            .map(|(uid, _)| *uid)
+            .collect();
+        waiting.sort_unstable();
+        for uid in waiting {
+            self.pending.remove(&uid);
+            self.observe_end(uid, Outcome::Cancelled, None);
+            let params = serde_json::json!({ "requestId": uid, "reason": reason }).to_string();
+            self.send_upstream(jsonrpc::notification(
+                "notifications/cancelled",
+                Some(&params),
+            ));
+        }
+        self.by_client_id.clear();
     }
 
     pub(super) fn to_client(&self, line: String) {
         let _ = self.to_client.send(line);
+    }
+
+    /// How much waits for the upstream to read it, when that is over the limit.
+    pub(super) fn upstream_backlog(&self) -> Option<usize> {
+        let link = match &self.upstream {
+            UpstreamState::Up(link) | UpstreamState::Starting { link, .. } => link,
+            UpstreamState::Down { .. } => return None,
+        };
+        let queued = link.backlog().queued();
+        (queued > self.options.upstream_queue_bytes).then_some(queued)
+    }
+
+    /// The error for a request refused because the upstream is not reading.
+    pub(super) fn backlog_message(&self, method: &str, queued: usize) -> String {
+        format!(
+            "upstream `{}` is not reading its input: {queued} bytes already wait for it, over \
+             the limit of {}; `{method}` was not sent",
+            self.server, self.options.upstream_queue_bytes
+        )
     }
 
     pub(super) fn next_upstream_id(&mut self) -> u64 {
@@ -303,8 +403,11 @@ impl Session {
     fn on_client_frame(&mut self, frame: Frame) {
         match frame {
             Frame::Line(line) => self.on_client_line(line),
-            Frame::TooLong { len } => self.to_client(jsonrpc::error(
-                None,
+            // Answered under its id when its first bytes show one (a request), so the client's
+            // call fails now instead of waiting for ever; a notification or response is only
+            // refused.
+            Frame::TooLong { len, id, .. } => self.to_client(jsonrpc::error(
+                id.as_deref(),
                 jsonrpc::INVALID_REQUEST,
                 &format!(
                     "Invalid Request: message of {len} bytes is over the proxy's limit of {} bytes",
@@ -349,6 +452,23 @@ impl Session {
     }
 
     fn on_client_request(&mut self, line: &str, id: &str, method: &str, params: Option<&str>) {
+        // One id, one request in flight: a second would make both answers ambiguous.
+        if self.by_client_id.contains_key(id) || self.hooks.in_flight(id) {
+            tracing::debug!(
+                id,
+                method,
+                "refused a request whose id is already in flight"
+            );
+            self.to_client(jsonrpc::error(
+                Some(id),
+                jsonrpc::INVALID_REQUEST,
+                &format!(
+                    "Invalid Request: id {id} is already in use by a request in flight; use a \
+                     new id for each request"
+                ),
+            ));
+            return;
+        }
         // Routing paths (SPEC P7): only when some are configured is anything parsed here.
         let route = match self.chain.router() {
             Some(router) => router.route(method, params),
@@ -363,6 +483,16 @@ impl Session {
         }
         if let UpstreamState::Starting { queued, .. } = &mut self.upstream {
             queued.push(line.to_owned());
+            return;
+        }
+        if let Some(queued) = self.upstream_backlog() {
+            let message = self.backlog_message(method, queued);
+            tracing::warn!("{message}");
+            self.to_client(jsonrpc::error(
+                Some(id),
+                jsonrpc::UPSTREAM_BACKLOG,
+                &message,
+            ));
             return;
         }
         if matches!(self.era, ClientEra::Unknown) && self.probe_era(line, method, params) {
@@ -536,6 +666,19 @@ impl Session {
                 if method == "notifications/initialized" {
                     self.handshake.initialized = true;
                 }
+                if let Some(queued) = self.upstream_backlog() {
+                    self.dropped_for_backlog += 1;
+                    let dropped = self.dropped_for_backlog;
+                    if dropped.is_power_of_two() {
+                        tracing::warn!(
+                            method,
+                            dropped,
+                            queued,
+                            "dropped a client notification: the upstream is not reading its input"
+                        );
+                    }
+                    return;
+                }
                 line.to_owned()
             }
         };
@@ -606,7 +749,12 @@ impl Session {
         let message = match Message::parse(line) {
             Ok(message) => message,
             Err(malformed) => {
-                tracing::warn!(error = %malformed.message, "dropped a malformed message from the upstream");
+                // Logged sparingly: an upstream writing garbage in a loop must not flood the log.
+                self.malformed_from_upstream += 1;
+                let dropped = self.malformed_from_upstream;
+                if dropped <= 10 || dropped.is_power_of_two() {
+                    tracing::warn!(error = %malformed.message, dropped, "dropped a malformed message from the upstream");
+                }
                 return;
             }
         };

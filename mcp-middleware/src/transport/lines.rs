@@ -12,10 +12,16 @@ use tokio::sync::mpsc::UnboundedReceiver;
 pub enum Frame {
     /// One line, without its `\n` (or `\r\n`).
     Line(String),
-    /// A line longer than the limit; its bytes were discarded up to the next `\n`.
+    /// A line longer than the limit; its bytes were discarded up to the next `\n` (never held
+    /// whole: at most the limit and one read are buffered).
     TooLong {
         /// How many bytes the line had.
         len: usize,
+        /// The message's id, when its first bytes show a valid one, so a refusal can be
+        /// addressed to it ([`head_of`](crate::jsonrpc::head_of)).
+        id: Option<String>,
+        /// Whether its first bytes show a `method`: a request or notification, not a response.
+        has_method: bool,
     },
     /// A line that is not UTF-8. JSON-RPC messages are UTF-8 text.
     NotUtf8 {
@@ -38,8 +44,25 @@ pub struct LineReader<R> {
     /// How far past `start` has been searched for a newline.
     scanned: usize,
     max_len: usize,
-    /// Bytes of an over-long line seen so far, while discarding it.
-    discarding: Option<usize>,
+    /// An over-long line being discarded.
+    discarding: Option<Discarding>,
+}
+
+/// What is kept of an over-long line while the rest of it is read and thrown away.
+#[derive(Debug)]
+struct Discarding {
+    /// Bytes seen so far.
+    seen: usize,
+    id: Option<String>,
+    has_method: bool,
+}
+
+/// How much of an over-long line is looked at for its id.
+const HEAD: usize = 4096;
+
+/// The id and whether there is a method, from the first bytes of an over-long line.
+fn head(line: &[u8]) -> (Option<String>, bool) {
+    crate::jsonrpc::head_of(&line[..line.len().min(HEAD)])
 }
 
 /// How much room each read asks for.
@@ -58,6 +81,11 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         }
     }
 
+    /// The longest line accepted, in bytes.
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
     /// The next frame, or `None` at the end of the stream. Empty lines are skipped. A last line
     /// without a trailing newline is still returned.
     pub async fn next_line(&mut self) -> std::io::Result<Option<Frame>> {
@@ -66,13 +94,20 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             if let Some(at) = memchr::memchr(b'\n', unread) {
                 let end = self.start + self.scanned + at;
                 let line = self.take(end, end + 1);
-                if let Some(len) = self.discarding.take() {
+                if let Some(discarding) = self.discarding.take() {
                     return Ok(Some(Frame::TooLong {
-                        len: len + line.len(),
+                        len: discarding.seen + line.len(),
+                        id: discarding.id,
+                        has_method: discarding.has_method,
                     }));
                 }
                 if line.len() > self.max_len {
-                    return Ok(Some(Frame::TooLong { len: line.len() }));
+                    let (id, has_method) = head(&line);
+                    return Ok(Some(Frame::TooLong {
+                        len: line.len(),
+                        id,
+                        has_method,
+                    }));
                 }
                 match frame(line) {
                     Some(frame) => return Ok(Some(frame)),
@@ -80,12 +115,17 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 }
             }
             self.scanned = self.buf.len() - self.start;
-            if let Some(seen) = self.discarding.as_mut() {
-                *seen += self.scanned;
+            if let Some(discarding) = self.discarding.as_mut() {
+                discarding.seen += self.scanned;
                 self.buf.clear();
                 (self.start, self.scanned) = (0, 0);
             } else if self.scanned > self.max_len {
-                self.discarding = Some(self.scanned);
+                let (id, has_method) = head(&self.buf[self.start..]);
+                self.discarding = Some(Discarding {
+                    seen: self.scanned,
+                    id,
+                    has_method,
+                });
                 self.buf = Vec::with_capacity(READ_CHUNK);
                 (self.start, self.scanned) = (0, 0);
             }
@@ -94,11 +134,22 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 self.buf.drain(..self.start);
                 self.start = 0;
             }
-            self.buf.reserve(READ_CHUNK);
+            if self.buf.capacity() - self.buf.len() < READ_CHUNK {
+                // Grow by doubling (a large line is copied O(1) times), but never past what
+                // the limit needs: an over-long line is never held whole.
+                let floor = self.buf.len() + READ_CHUNK;
+                let ceiling = (self.start + self.max_len + 2 * READ_CHUNK).max(floor);
+                let wanted = (2 * self.buf.capacity()).clamp(floor, ceiling);
+                self.buf.reserve_exact(wanted - self.buf.len());
+            }
             if self.inner.read_buf(&mut self.buf).await? == 0 {
                 let end = self.buf.len();
-                if let Some(len) = self.discarding.take() {
-                    return Ok(Some(Frame::TooLong { len }));
+                if let Some(discarding) = self.discarding.take() {
+                    return Ok(Some(Frame::TooLong {
+                        len: discarding.seen,
+                        id: discarding.id,
+                        has_method: discarding.has_method,
+                    }));
                 }
                 if self.start == end {
                     return Ok(None);
@@ -152,28 +203,35 @@ fn frame(mut line: Vec<u8>) -> Option<Frame> {
 }
 
 /// Writes each queued line followed by `\n` until the queue closes, then flushes and shuts the
-/// writer down. Lines already queued are written together, so a burst costs one write.
-pub async fn write_lines<W: AsyncWrite + Unpin>(
+/// writer down. Lines already queued are written together, so a burst costs one write. Each
+/// line is dropped as soon as it is written (or copied into the next write).
+pub async fn write_lines<W, L>(
     mut writer: W,
-    mut queue: UnboundedReceiver<String>,
-) -> std::io::Result<()> {
+    mut queue: UnboundedReceiver<L>,
+) -> std::io::Result<()>
+where
+    W: AsyncWrite + Unpin,
+    L: AsRef<[u8]>,
+{
     /// Small lines are gathered into one buffer up to this size; larger ones are written directly.
     const GATHER: usize = 64 * 1024;
     let mut buf: Vec<u8> = Vec::with_capacity(GATHER);
     while let Some(first) = queue.recv().await {
         let mut next = Some(first);
         while let Some(line) = next.take() {
-            if line.len() >= GATHER {
+            let bytes = line.as_ref();
+            if bytes.len() >= GATHER {
                 if !buf.is_empty() {
                     writer.write_all(&buf).await?;
                     buf.clear();
                 }
-                writer.write_all(line.as_bytes()).await?;
+                writer.write_all(bytes).await?;
                 writer.write_all(b"\n").await?;
             } else {
-                buf.extend_from_slice(line.as_bytes());
+                buf.extend_from_slice(bytes);
                 buf.push(b'\n');
             }
+            drop(line);
             if buf.len() < GATHER {
                 next = queue.try_recv().ok();
             }
@@ -232,7 +290,11 @@ mod tests {
         let mut whole = LineReader::new(&b"0123456789\nok\n"[..], 8);
         assert_eq!(
             whole.next_line().await.unwrap(),
-            Some(Frame::TooLong { len: 10 })
+            Some(Frame::TooLong {
+                len: 10,
+                id: None,
+                has_method: false
+            })
         );
         assert_eq!(
             whole.next_line().await.unwrap(),
@@ -241,10 +303,40 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                Frame::TooLong { len: 13 },
+                Frame::TooLong {
+                    len: 13,
+                    id: None,
+                    has_method: false
+                },
                 Frame::Line("ok".into()),
-                Frame::TooLong { len: 10 }
+                Frame::TooLong {
+                    len: 10,
+                    id: None,
+                    has_method: false
+                }
             ]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_over_long_message_keeps_its_id_but_is_never_held_whole() {
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":"req-1","method":"x","params":{{"pad":"{}"}}}}"#,
+            "y".repeat(1 << 20)
+        );
+        let input = format!("{big}\n{{\"id\":2}}\n");
+        let mut reader = LineReader::new(tokio_test_reader(input.as_bytes()), 4096);
+        assert_eq!(
+            reader.next_line().await.unwrap(),
+            Some(Frame::TooLong {
+                len: big.len(),
+                id: Some(r#""req-1""#.into()),
+                has_method: true
+            })
+        );
+        assert_eq!(
+            reader.next_line().await.unwrap(),
+            Some(Frame::Line(r#"{"id":2}"#.into()))
         );
     }
 

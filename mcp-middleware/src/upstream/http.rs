@@ -34,6 +34,7 @@ use super::env_refs;
 use super::{UpstreamEvent, UpstreamLink};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Message};
+use crate::transport::queue::LineQueue;
 
 /// A streamable HTTP MCP server (its endpoint URL), with the headers to send it.
 ///
@@ -126,9 +127,10 @@ impl HttpUpstream {
             idle: Mutex::new(Vec::new()),
             reinit_ids: AtomicU64::new(0),
         });
-        let (outgoing, mut from_session) = mpsc::unbounded_channel::<String>();
+        let (outgoing, mut from_session) = LineQueue::new(usize::MAX);
         let task = tokio::spawn(async move {
             while let Some(line) = from_session.recv().await {
+                let line = line.into_line();
                 let client = client.clone();
                 tokio::spawn(async move { client.deliver(line).await });
             }

@@ -32,6 +32,7 @@ use tokio::sync::mpsc;
 use super::{Upstream, UpstreamEvent, UpstreamLink};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Message, range_in, splice};
+use crate::transport::queue::{LineQueue, Queued};
 
 /// Several servers, each with a name, served as one.
 ///
@@ -138,7 +139,7 @@ impl ServerSet {
                 ),
             });
         }
-        let (outgoing, from_session) = mpsc::unbounded_channel();
+        let (outgoing, from_session) = LineQueue::new(usize::MAX);
         let task = tokio::spawn(merger.run(from_session, child_events));
         Ok(UpstreamLink::new(outgoing, task))
     }
@@ -260,13 +261,13 @@ impl Merger {
 
     async fn run(
         mut self,
-        mut from_session: mpsc::UnboundedReceiver<String>,
+        mut from_session: mpsc::UnboundedReceiver<Queued>,
         mut child_events: mpsc::Receiver<(usize, UpstreamEvent)>,
     ) {
         loop {
             tokio::select! {
                 line = from_session.recv() => match line {
-                    Some(line) => self.on_session_line(&line).await,
+                    Some(line) => self.on_session_line(line.as_str()).await,
                     None => break,
                 },
                 Some((index, event)) = child_events.recv() => self.on_child_event(index, event).await,

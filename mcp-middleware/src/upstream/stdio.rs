@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 
 use super::env_refs;
 use crate::error::UpstreamError;
+use crate::transport::queue::{Gauge, LineQueue};
 use crate::transport::{Frame, LineReader, write_lines};
 
 /// How to start an upstream MCP server as a child process (SPEC T1).
@@ -120,7 +121,7 @@ impl StdioServer {
             });
         };
         tracing::info!(server = %self, pid = child.id(), generation, "started upstream");
-        let (outgoing, queue) = mpsc::unbounded_channel();
+        let (outgoing, queue) = LineQueue::new(usize::MAX);
         let name = self.to_string();
         let writer_name = name.clone();
         tokio::spawn(async move {
@@ -166,13 +167,18 @@ pub enum UpstreamEvent {
 /// A running upstream: the queue to its stdin and the task reading its stdout.
 #[derive(Debug)]
 pub(crate) struct UpstreamLink {
-    pub(crate) outgoing: mpsc::UnboundedSender<String>,
+    outgoing: LineQueue,
     task: JoinHandle<()>,
 }
 
 impl UpstreamLink {
-    pub(crate) fn new(outgoing: mpsc::UnboundedSender<String>, task: JoinHandle<()>) -> Self {
+    pub(crate) fn new(outgoing: LineQueue, task: JoinHandle<()>) -> Self {
         Self { outgoing, task }
+    }
+
+    /// What waits for the server to read it.
+    pub(crate) fn backlog(&self) -> &Gauge {
+        self.outgoing.gauge()
     }
 
     /// Queues one line for the server. A closed queue means the server is gone; its reader
@@ -184,7 +190,7 @@ impl UpstreamLink {
     /// Closes the server's stdin and gives it `grace` to exit before it is killed.
     pub(crate) async fn shut_down(mut self, grace: Duration) {
         // Closing the queue ends the writer task, which closes the child's stdin.
-        let (closed, _) = mpsc::unbounded_channel();
+        let (closed, _) = LineQueue::new(usize::MAX);
         drop(std::mem::replace(&mut self.outgoing, closed));
         let abort = self.task.abort_handle();
         if tokio::time::timeout(grace, &mut self.task).await.is_err() {
@@ -218,8 +224,30 @@ async fn read_upstream<E: From<UpstreamEvent> + Send + 'static>(
                     return;
                 }
             }
-            Ok(Some(Frame::TooLong { len })) => {
+            Ok(Some(Frame::TooLong {
+                len,
+                id,
+                has_method,
+            })) => {
                 tracing::warn!(server = %name, len, "upstream wrote a line over the size limit; dropped it");
+                // A response the client cannot be given: it gets an error in its place now,
+                // rather than waiting for the request timeout.
+                if let Some(id) = id.filter(|_| !has_method) {
+                    let message = format!(
+                        "upstream `{name}` answered with a message of {len} bytes, over the \
+                         proxy's limit of {max} bytes (max_message_bytes)",
+                        max = reader.max_len()
+                    );
+                    let line =
+                        crate::jsonrpc::error(Some(&id), crate::jsonrpc::INTERNAL_ERROR, &message);
+                    if events
+                        .send(UpstreamEvent::Line { generation, line }.into())
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
             }
             Ok(Some(Frame::NotUtf8 { at })) => {
                 tracing::warn!(server = %name, at, "upstream wrote a line that is not UTF-8; dropped it");

@@ -1,0 +1,177 @@
+//! Byte-counted queues toward a peer, so a peer that stops reading cannot make the proxy hold
+//! an unbounded amount of memory.
+//!
+//! The session loop never waits on a peer: it hands lines to writer tasks through unbounded
+//! channels. Each line carries a [`Ticket`] on its [`Gauge`] for as long as it is held on the
+//! way out (in the channel, in an HTTP stream's queue); the ticket gives its bytes back when
+//! the line is written or dropped. The session looks at the gauge to decide what to do when a
+//! peer falls behind: stop reading the other side (back-pressure), refuse, or end the session.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::sync::Notify;
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender, error::SendError};
+
+/// How many bytes are waiting for one peer, against a limit.
+#[derive(Debug)]
+pub(crate) struct Gauge {
+    bytes: AtomicUsize,
+    limit: usize,
+    /// Woken when the bytes drop to the limit or below.
+    drained: Notify,
+}
+
+impl Gauge {
+    pub(crate) fn new(limit: usize) -> Arc<Self> {
+        Arc::new(Self {
+            bytes: AtomicUsize::new(0),
+            limit,
+            drained: Notify::new(),
+        })
+    }
+
+    /// How many bytes are waiting.
+    pub(crate) fn queued(&self) -> usize {
+        self.bytes.load(Ordering::Acquire)
+    }
+
+    /// The limit the gauge was made with.
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Whether more than the limit is waiting.
+    pub(crate) fn over(&self) -> bool {
+        self.queued() > self.limit
+    }
+
+    /// Counts `bytes` until the ticket is dropped.
+    pub(crate) fn ticket(self: &Arc<Self>, bytes: usize) -> Ticket {
+        self.bytes.fetch_add(bytes, Ordering::AcqRel);
+        Ticket {
+            gauge: self.clone(),
+            bytes,
+        }
+    }
+
+    /// Resolves once no more than the limit is waiting.
+    pub(crate) async fn drained(&self) {
+        loop {
+            let notified = self.drained.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a drain between the two is not missed.
+            notified.as_mut().enable();
+            if !self.over() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Bytes counted on a [`Gauge`] until this is dropped.
+#[derive(Debug)]
+pub(crate) struct Ticket {
+    gauge: Arc<Gauge>,
+    bytes: usize,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let before = self.gauge.bytes.fetch_sub(self.bytes, Ordering::AcqRel);
+        if before > self.gauge.limit && before - self.bytes <= self.gauge.limit {
+            self.gauge.drained.notify_waiters();
+        }
+    }
+}
+
+/// One line on its way to a peer, counted until it is written or dropped.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    line: String,
+    ticket: Ticket,
+}
+
+impl Queued {
+    /// The line.
+    pub(crate) fn as_str(&self) -> &str {
+        &self.line
+    }
+
+    /// The line, no longer counted.
+    pub(crate) fn into_line(self) -> String {
+        let Queued { line, ticket } = self;
+        drop(ticket);
+        line
+    }
+}
+
+impl AsRef<[u8]> for Queued {
+    fn as_ref(&self) -> &[u8] {
+        self.line.as_bytes()
+    }
+}
+
+/// The sending side of a counted queue of lines.
+#[derive(Debug, Clone)]
+pub(crate) struct LineQueue {
+    tx: UnboundedSender<Queued>,
+    gauge: Arc<Gauge>,
+}
+
+impl LineQueue {
+    /// A queue whose gauge has `limit`, and its receiving side.
+    pub(crate) fn new(limit: usize) -> (Self, UnboundedReceiver<Queued>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (
+            Self {
+                tx,
+                gauge: Gauge::new(limit),
+            },
+            rx,
+        )
+    }
+
+    /// Queues one line (counted with its newline). Fails only when the receiver is gone.
+    pub(crate) fn send(&self, line: String) -> Result<(), SendError<String>> {
+        let ticket = self.gauge.ticket(line.len() + 1);
+        self.tx
+            .send(Queued { line, ticket })
+            .map_err(|SendError(queued)| SendError(queued.into_line()))
+    }
+
+    /// The gauge of what is waiting.
+    pub(crate) fn gauge(&self) -> &Arc<Gauge> {
+        &self.gauge
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn bytes_count_until_the_line_is_taken_and_draining_wakes_waiters() {
+        let (queue, mut rx) = LineQueue::new(10);
+        queue.send("12345".into()).unwrap();
+        assert_eq!(queue.gauge().queued(), 6);
+        assert!(!queue.gauge().over());
+        queue.send("1234567".into()).unwrap();
+        assert!(queue.gauge().over());
+        let gauge = queue.gauge().clone();
+        let waiter = tokio::spawn(async move { gauge.drained().await });
+        let first = rx.recv().await.unwrap();
+        assert_eq!(first.as_ref(), b"12345");
+        drop(first);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("woken when the queue drained")
+            .unwrap();
+        assert_eq!(rx.recv().await.unwrap().into_line(), "1234567");
+        assert_eq!(queue.gauge().queued(), 0);
+        drop(rx);
+        assert_eq!(queue.send("x".into()).unwrap_err().0, "x");
+        assert_eq!(queue.gauge().queued(), 0, "a refused line is not counted");
+    }
+}
