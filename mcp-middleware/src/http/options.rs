@@ -54,7 +54,10 @@ pub struct HttpOptions {
     /// How many SSE events each session keeps for `Last-Event-ID` replay; the oldest are
     /// dropped first. Default 1,024.
     pub event_store_events: usize,
-    /// How many bytes of SSE events each session keeps for replay. Default 8 MiB.
+    /// How many bytes of SSE events each session keeps for replay. Default 1 MiB: enough to
+    /// resume a stream broken in the middle of ordinary traffic, and small enough that hundreds
+    /// of sessions stay within tens of megabytes. (A resumption from an event no longer kept
+    /// replays what is left, and the log says so.)
     pub event_store_bytes: usize,
     /// How often an idle SSE stream gets a comment line, so intermediaries keep it open and a
     /// vanished client is noticed. Default 15 s.
@@ -88,7 +91,7 @@ impl Default for HttpOptions {
             max_sessions: 256,
             idle_timeout: Duration::from_secs(600),
             event_store_events: 1024,
-            event_store_bytes: 8 * 1024 * 1024,
+            event_store_bytes: 1024 * 1024,
             keep_alive: Duration::from_secs(15),
             sse_retry_ms: 1000,
             json_window: Duration::from_secs(1),
