@@ -421,6 +421,40 @@ fn an_answer_over_the_size_limit_fails_its_request_at_once() {
 }
 
 #[test]
+fn an_upstream_that_stops_reading_gets_no_more_than_its_queue_and_requests_are_refused() {
+    let mut proxy = Proxy::start(&[], &[]);
+    proxy.initialize();
+    proxy.send(&json!({"jsonrpc": "2.0", "id": "stall", "method": "stall", "params": {}}));
+    // 1 MiB requests the upstream never reads: 16 MiB wait for it (besides what its pipe
+    // holds), then the proxy refuses the rest instead of queueing them.
+    let pad = "z".repeat(1 << 20);
+    for id in 1..=24 {
+        proxy.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "custom/echo", "params": {"pad": pad}}),
+        );
+    }
+    let refused = proxy.recv();
+    assert_eq!(code(&refused), -32003, "{refused}");
+    let first = refused["id"].as_u64().expect("a numeric id");
+    assert!(
+        (16..=18).contains(&first),
+        "refused from request {first} on"
+    );
+    assert!(
+        error_message(&refused).contains("is not reading its input"),
+        "{refused}"
+    );
+    for id in first + 1..=24 {
+        let next = proxy.recv();
+        assert_eq!(
+            (next["id"].as_u64(), code(&next)),
+            (Some(id), -32003),
+            "{next}"
+        );
+    }
+}
+
+#[test]
 fn a_client_leaving_mid_call_cancels_it_upstream_and_stops_the_upstream() {
     let scratch = Scratch::new();
     let lifeline = Lifeline::new(&scratch);
