@@ -41,6 +41,14 @@ pub(crate) struct ProxyArgs {
     /// The largest message accepted from either side, in bytes.
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
     pub(crate) max_message_bytes: usize,
+    /// How many bytes may wait for the client before the proxy stops reading the upstream
+    /// until the client catches up.
+    #[arg(long, default_value_t = 16 * 1024 * 1024, value_name = "BYTES")]
+    pub(crate) client_queue_bytes: usize,
+    /// How many bytes may wait for the upstream to read them before requests are refused
+    /// (-32003).
+    #[arg(long, default_value_t = 16 * 1024 * 1024, value_name = "BYTES")]
+    pub(crate) upstream_queue_bytes: usize,
     /// Model configuration: a YAML or JSON file mapping model names to their config (on top of
     /// the project's).
     #[arg(long, value_name = "FILE")]
@@ -74,6 +82,8 @@ pub(crate) fn build(args: &ProxyArgs) -> anyhow::Result<Proxy> {
     options.request_timeout =
         (args.request_timeout > 0).then(|| Duration::from_secs(args.request_timeout));
     options.max_message_bytes = args.max_message_bytes;
+    options.client_queue_bytes = args.client_queue_bytes;
+    options.upstream_queue_bytes = args.upstream_queue_bytes;
     let proxy = match &args.project {
         Some(name) => for_project(&Store::from_env()?, name, args.model.as_deref(), overrides)?,
         None => ad_hoc(

@@ -493,9 +493,17 @@ fn a_client_leaving_mid_call_cancels_it_upstream_and_stops_the_upstream() {
 #[test]
 fn a_client_that_never_reads_ends_its_session_with_an_error() {
     // The proxy answers these lines itself; a client that sends them and never reads lets the
-    // answers pile up. Past its client queue (16 MiB) plus the largest message (1 MiB here)
-    // the session ends.
-    let mut proxy = Proxy::start(&["--max-message-bytes", "1048576"], &[]);
+    // answers pile up. Past its client queue plus the largest message (1 MiB each here) the
+    // session ends.
+    let mut proxy = Proxy::start(
+        &[
+            "--max-message-bytes",
+            "1048576",
+            "--client-queue-bytes",
+            "1048576",
+        ],
+        &[],
+    );
     let batch = "x\n".repeat(10_000);
     let started = Instant::now();
     for _ in 0..100 {
