@@ -65,15 +65,16 @@ fn head(line: &[u8]) -> (Option<String>, bool) {
     crate::jsonrpc::head_of(&line[..line.len().min(HEAD)])
 }
 
-/// How much room each read asks for.
-const READ_CHUNK: usize = 64 * 1024;
+/// How much room each read asks for at least; the buffer starts this small (an idle
+/// connection holds little) and doubles while lines or bursts need more.
+const READ_CHUNK: usize = 16 * 1024;
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
     /// A reader that accepts lines of at most `max_len` bytes.
     pub fn new(inner: R, max_len: usize) -> Self {
         Self {
             inner,
-            buf: Vec::with_capacity(READ_CHUNK),
+            buf: Vec::new(),
             start: 0,
             scanned: 0,
             max_len,
@@ -126,7 +127,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                     id,
                     has_method,
                 });
-                self.buf = Vec::with_capacity(READ_CHUNK);
+                self.buf = Vec::new();
                 (self.start, self.scanned) = (0, 0);
             }
             if self.start > 0 && self.start >= self.buf.len() / 2 {
@@ -215,7 +216,8 @@ where
 {
     /// Small lines are gathered into one buffer up to this size; larger ones are written directly.
     const GATHER: usize = 64 * 1024;
-    let mut buf: Vec<u8> = Vec::with_capacity(GATHER);
+    // Grows to what the bursts need (at most about GATHER): an idle writer holds nothing.
+    let mut buf: Vec<u8> = Vec::new();
     while let Some(first) = queue.recv().await {
         let mut next = Some(first);
         while let Some(line) = next.take() {
