@@ -28,6 +28,14 @@ async fn serve(options: HttpOptions) -> HttpServer {
         .expect("serve_http")
 }
 
+/// Serves with upstreams that hold `lifeline` open while they live.
+async fn serve_watched(options: HttpOptions, lifeline: &support::Lifeline) -> HttpServer {
+    Proxy::new(support::scripted_upstream().env("SCRIPTED_LIFELINE", &lifeline.path))
+        .serve_http(options)
+        .await
+        .expect("serve_http")
+}
+
 /// A response whose head has been read; the body is read as needed.
 struct Reply {
     status: u16,
@@ -580,7 +588,9 @@ async fn unknown_paths_and_hosts_and_origins_are_refused() {
 
 #[tokio::test]
 async fn delete_ends_the_session_and_its_upstream() {
-    let server = serve(options()).await;
+    let lifeline = support::Lifeline::new("delete");
+    let upstream_exited = lifeline.watch();
+    let server = serve_watched(options(), &lifeline).await;
     let addr = server.local_addr();
     let session = initialize(addr).await;
     let state = call(addr, &session, 2, "state", json!({})).await;
@@ -599,23 +609,23 @@ async fn delete_ends_the_session_and_its_upstream() {
             .status,
         404
     );
-    let deadline = Instant::now() + WAIT;
-    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the upstream {pid} was not stopped"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let stopped = tokio::time::timeout(WAIT, upstream_exited).await;
+    assert!(
+        matches!(stopped, Ok(Ok(()))),
+        "the upstream {pid} was not stopped"
+    );
     server.shutdown().await;
 }
 
 #[tokio::test]
 async fn the_session_limit_and_the_idle_timeout_hold() {
-    let server = serve(
+    let lifeline = support::Lifeline::new("idle");
+    let upstream_exited = lifeline.watch();
+    let server = serve_watched(
         options()
             .max_sessions(1)
             .idle_timeout(Duration::from_millis(400)),
+        &lifeline,
     )
     .await;
     let addr = server.local_addr();
@@ -633,19 +643,12 @@ async fn the_session_limit_and_the_idle_timeout_hold() {
     );
     assert_eq!(error["id"], 1);
 
-    // Idle: no request, no stream. The session ends and its slot frees up.
-    let deadline = Instant::now() + WAIT;
-    loop {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let probe = post(addr, Some(&session), &request(2, "tools/list", json!({}))).await;
-        if probe.status == 404 {
-            break;
-        }
-        drop(probe.messages().await);
-        assert!(Instant::now() < deadline, "the idle session never ended");
-        // That request made it busy again: wait longer than the timeout before the next.
-        tokio::time::sleep(Duration::from_millis(600)).await;
-    }
+    // Idle: no request, no stream. The session ends (its upstream stopped with it) and its
+    // slot frees up.
+    let ended = tokio::time::timeout(WAIT, upstream_exited).await;
+    assert!(matches!(ended, Ok(Ok(()))), "the idle session never ended");
+    let probe = post(addr, Some(&session), &request(2, "tools/list", json!({}))).await;
+    assert_eq!(probe.status, 404, "the idle session is gone");
     let _ = initialize(addr).await;
     server.shutdown().await;
 }
@@ -803,11 +806,11 @@ async fn closing_a_stateless_stream_cancels_its_request() {
         if !seen["result"]["cancelled"].as_array().unwrap().is_empty() {
             break;
         }
+        // Each probe is a round trip through the proxy to the upstream: no timer needed.
         assert!(
             Instant::now() < deadline,
             "the upstream was never told: {seen}"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     server.shutdown().await;
 }

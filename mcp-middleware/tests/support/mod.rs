@@ -161,3 +161,48 @@ impl Client {
         self.served.await.expect("the proxy task did not panic")
     }
 }
+
+/// A FIFO the scripted upstream holds open for writing while it lives (`SCRIPTED_LIFELINE`), so
+/// a test can wait for upstreams to exit without polling or sleeping.
+pub struct Lifeline {
+    dir: PathBuf,
+    /// The FIFO, for the upstream's environment.
+    pub path: PathBuf,
+}
+
+impl Lifeline {
+    /// A new FIFO in a scratch directory of its own.
+    pub fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("lifeline-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let path = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success(), "mkfifo {}", path.display());
+        Self { dir, path }
+    }
+
+    /// Starts watching; call it before the upstream starts. The receiver resolves once every
+    /// upstream that opened the FIFO meanwhile has exited.
+    pub fn watch(&self) -> tokio::sync::oneshot::Receiver<()> {
+        let (exited, on_exit) = tokio::sync::oneshot::channel();
+        let path = self.path.clone();
+        std::thread::spawn(move || {
+            use std::io::Read as _;
+            if let Ok(mut fifo) = std::fs::File::open(&path) {
+                let _ = fifo.read_to_end(&mut Vec::new());
+                let _ = exited.send(());
+            }
+        });
+        on_exit
+    }
+}
+
+impl Drop for Lifeline {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
