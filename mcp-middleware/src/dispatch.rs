@@ -186,67 +186,75 @@ impl End<hooks::Request> for TypedEnd<'_> {
     }
 }
 
-/// A client notification through `on_client_notification` hooks; what comes out goes back to
-/// the loop to be relayed.
-pub(crate) async fn client_notification(
+/// Where a notification goes once it is through the hooks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Toward {
+    /// A client's notification: back to the loop, which relays it upstream (mapping ids).
+    Upstream,
+    /// An upstream's notification, already in the client's terms: to the client.
+    Client,
+}
+
+/// A notification through `on_client_notification` or `on_server_notification` hooks, by where
+/// it is going; what comes out is delivered there.
+pub(crate) async fn notification(
     chain: &Chain,
     ctx: &Context,
     notification: RawNotification,
+    toward: Toward,
 ) -> HookResult<()> {
-    let next = Next::<hooks::ClientNotification>::new(
-        chain.steps(HookId::ClientNotification),
-        &ClientNotificationEnd,
-    );
-    next.run(ctx, notification).await
-}
-
-struct ClientNotificationEnd;
-
-impl End<hooks::ClientNotification> for ClientNotificationEnd {
-    fn run<'a>(
-        &'a self,
-        ctx: &'a Context,
-        notification: RawNotification,
-    ) -> BoxFuture<'a, HookResult<()>> {
-        Box::pin(async move {
-            let line = notification_line(&notification)?;
-            let _ = ctx
-                .scope()
-                .link
-                .calls
-                .send(LoopCall::ClientNotification { line });
-            Ok(())
-        })
+    let end = NotificationEnd(toward);
+    match toward {
+        Toward::Upstream => {
+            Next::<hooks::ClientNotification>::new(chain.steps(HookId::ClientNotification), &end)
+                .run(ctx, notification)
+                .await
+        }
+        Toward::Client => {
+            Next::<hooks::ServerNotification>::new(chain.steps(HookId::ServerNotification), &end)
+                .run(ctx, notification)
+                .await
+        }
     }
 }
 
-/// An upstream notification (already in the client's terms) through `on_server_notification`
-/// hooks; what comes out goes to the client.
-pub(crate) async fn server_notification(
-    chain: &Chain,
-    ctx: &Context,
-    notification: RawNotification,
-) -> HookResult<()> {
-    let next = Next::<hooks::ServerNotification>::new(
-        chain.steps(HookId::ServerNotification),
-        &ServerNotificationEnd,
-    );
-    next.run(ctx, notification).await
+/// The end of a notification chain: delivery.
+struct NotificationEnd(Toward);
+
+impl NotificationEnd {
+    fn deliver(&self, ctx: &Context, notification: &RawNotification) -> HookResult<()> {
+        let line = notification_line(notification)?;
+        let link = &ctx.scope().link;
+        // A closed channel means the session is ending: there is no one left to tell.
+        match self.0 {
+            Toward::Upstream => {
+                let _ = link.calls.send(LoopCall::ClientNotification { line });
+            }
+            Toward::Client => {
+                let _ = link.to_client.send(line);
+            }
+        }
+        Ok(())
+    }
 }
 
-struct ServerNotificationEnd;
-
-impl End<hooks::ServerNotification> for ServerNotificationEnd {
+impl End<hooks::ClientNotification> for NotificationEnd {
     fn run<'a>(
         &'a self,
         ctx: &'a Context,
         notification: RawNotification,
     ) -> BoxFuture<'a, HookResult<()>> {
-        Box::pin(async move {
-            let line = notification_line(&notification)?;
-            let _ = ctx.scope().link.to_client.send(line);
-            Ok(())
-        })
+        Box::pin(async move { self.deliver(ctx, &notification) })
+    }
+}
+
+impl End<hooks::ServerNotification> for NotificationEnd {
+    fn run<'a>(
+        &'a self,
+        ctx: &'a Context,
+        notification: RawNotification,
+    ) -> BoxFuture<'a, HookResult<()>> {
+        Box::pin(async move { self.deliver(ctx, &notification) })
     }
 }
 

@@ -547,7 +547,9 @@ impl Session {
         };
         let chain = self.chain.clone();
         let ctx = self.context(CancellationToken::new());
-        run_soon(async move { dispatch::client_notification(&chain, &ctx, notification).await });
+        run_soon(async move {
+            dispatch::notification(&chain, &ctx, notification, dispatch::Toward::Upstream).await
+        });
     }
 
     /// An upstream notification (already mapped for the client) some model hooks.
@@ -561,7 +563,9 @@ impl Session {
         };
         let chain = self.chain.clone();
         let ctx = self.context(CancellationToken::new());
-        run_soon(async move { dispatch::server_notification(&chain, &ctx, notification).await });
+        run_soon(async move {
+            dispatch::notification(&chain, &ctx, notification, dispatch::Toward::Client).await
+        });
     }
 
     /// A request from the upstream some model hooks.
