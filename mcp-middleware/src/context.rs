@@ -124,8 +124,14 @@ impl Identity {
 
     /// Who the identity is, independent of the credential's details (a refreshed JWT of the
     /// same issuer and subject is the same principal; a certificate is its whole subject
-    /// name): what a session is bound to.
-    pub(crate) fn principal(&self) -> String {
+    /// name): what a session is bound to, and what audit records and per-caller rules name.
+    ///
+    /// ```
+    /// use mcp_middleware::context::Identity;
+    ///
+    /// assert_eq!(Identity::Anonymous.principal(), "anonymous:anonymous");
+    /// ```
+    pub fn principal(&self) -> String {
         match self {
             Identity::Jwt {
                 subject, issuer, ..
