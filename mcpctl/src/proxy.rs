@@ -7,6 +7,11 @@
 //! the project's prompts (for models such as gate); and its
 //! servers as upstreams ([`upstreams`]: the one place that turns servers into the proxy's
 //! upstream side; several servers are served as one, names namespaced).
+//!
+//! What a child's environment holds (SPEC S2, [`EnvPolicy`]): a project's stdio server gets the
+//! SDK default set, its declared `env` and what its `inheritEnv` names; an ad-hoc command gets
+//! the proxy's whole environment (an MCP client's configuration puts the server's variables on
+//! the proxy's entry). Either way [`Secrets`] are denied to every child.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -16,7 +21,9 @@ use clap::ArgGroup;
 use mcp_middleware::pattern::Pattern;
 use mcp_middleware::registry::{self, ModelDescriptor};
 use mcp_middleware::routing::Routes;
-use mcp_middleware::upstream::{HttpUpstream, ServerSet, StdioServer, Upstream};
+use mcp_middleware::upstream::{
+    EnvPolicy, HttpUpstream, ServerSet, StdioServer, Upstream, env_references,
+};
 use mcp_middleware::{Project as ModelProject, ProjectPrompt, Proxy, SessionOptions};
 use mcpctl::store::validate::{chain_configs, warn_unused};
 use mcpctl::store::{Project, ProjectSpec, PromptSpec, Server, ServerSpec, Store};
@@ -86,17 +93,21 @@ pub(crate) fn build(args: &ProxyArgs) -> anyhow::Result<Proxy> {
     options.upstream_queue_bytes = args.upstream_queue_bytes;
     let proxy = match &args.project {
         Some(name) => for_project(&Store::from_env()?, name, args.model.as_deref(), overrides)?,
-        None => ad_hoc(
-            args.model.as_deref().unwrap_or("passthrough"),
-            ad_hoc_upstream(args)?,
-            overrides,
-        )?,
+        None => {
+            let secrets = Secrets::of(&overrides, &[]);
+            ad_hoc(
+                args.model.as_deref().unwrap_or("passthrough"),
+                ad_hoc_upstream(args, &secrets)?,
+                overrides,
+            )?
+        }
     };
     Ok(proxy.options(options))
 }
 
-/// The upstream of `proxy --url URL` or `proxy -- CMD ARGS...`.
-fn ad_hoc_upstream(args: &ProxyArgs) -> anyhow::Result<Upstream> {
+/// The upstream of `proxy --url URL` or `proxy -- CMD ARGS...`. The command inherits the
+/// proxy's environment, less `secrets`.
+fn ad_hoc_upstream(args: &ProxyArgs, secrets: &Secrets) -> anyhow::Result<Upstream> {
     if let Some(url) = &args.url {
         let mut remote = HttpUpstream::new(url);
         for header in &args.headers {
@@ -110,7 +121,8 @@ fn ad_hoc_upstream(args: &ProxyArgs) -> anyhow::Result<Upstream> {
     let Some((program, rest)) = args.command.split_first() else {
         bail!("no upstream command: give it after `--`, e.g. `mcpctl proxy -- node server.js`");
     };
-    Ok(StdioServer::new(program).args(rest).into())
+    let policy = secrets.deny_to(EnvPolicy::inherit_all(), None);
+    Ok(StdioServer::new(program).args(rest).env_policy(policy).into())
 }
 
 /// `proxy --model M -- CMD ARGS...` (or `--url URL`).
@@ -156,7 +168,8 @@ pub(crate) fn for_project(
         model_project = model_project
             .prompt(ProjectPrompt::new(prompt.name, prompt.spec.content).tags(prompt.spec.tags));
     }
-    let mut proxy = upstreams(store, &project, &servers)?
+    let secrets = Secrets::of(&configs, &servers);
+    let mut proxy = upstreams(store, &project, &servers, &secrets)?
         .model_descriptor(descriptor)
         .project(model_project)
         .routes(routes(&project.spec.routes));
@@ -171,7 +184,12 @@ pub(crate) fn for_project(
 /// are merged into one surface ([`ServerSet`]: `server{separator}tool` names, resources and
 /// prompts routed back), each server's state written to the project's status file (which
 /// `describe project` shows). HTTP servers are reached over streamable HTTP.
-fn upstreams(store: &Store, project: &Project, servers: &[Server]) -> anyhow::Result<Proxy> {
+fn upstreams(
+    store: &Store,
+    project: &Project,
+    servers: &[Server],
+    secrets: &Secrets,
+) -> anyhow::Result<Proxy> {
     match servers {
         [] => bail!(
             "project `{0}` has no servers: add one with `mcpctl edit project {0} --add-server NAME`",
@@ -181,14 +199,14 @@ fn upstreams(store: &Store, project: &Project, servers: &[Server]) -> anyhow::Re
             // One server is served as it is, with no status file: drop one left from when the
             // project had several, so `describe` does not show it.
             let _ = std::fs::remove_file(status_file(store, &project.name));
-            Ok(Proxy::new(upstream(server)?))
+            Ok(Proxy::new(upstream(server, secrets)?))
         }
         several => {
             let mut set = ServerSet::new()
                 .separator(project.spec.separator())
                 .status_file(status_file(store, &project.name));
             for server in several {
-                set = set.server(&server.name, upstream(server)?);
+                set = set.server(&server.name, upstream(server, secrets)?);
             }
             Ok(Proxy::new(set))
         }
@@ -203,11 +221,24 @@ pub(crate) fn status_file(store: &Store, project: &str) -> PathBuf {
 
 /// The upstream for a stored server: a child process on stdio, or a streamable HTTP server.
 /// Values go to the library as written: a `${env:VAR}` placeholder is the library's to resolve,
-/// when it starts the server or connects to it (SPEC T6).
-fn upstream(server: &Server) -> anyhow::Result<Upstream> {
+/// when it starts the server or connects to it (SPEC T6). A stdio server's environment is the
+/// SDK default set, its `env` and its `inheritEnv`, never one of `secrets` it does not declare.
+fn upstream(server: &Server, secrets: &Secrets) -> anyhow::Result<Upstream> {
     Ok(match &server.spec {
         ServerSpec::Stdio(spec) => {
-            let mut stdio = StdioServer::new(&spec.command).args(&spec.args);
+            let mut policy = EnvPolicy::sdk_default();
+            for name in &spec.inherit_env {
+                if let Some(why) = secrets.why(name, Some(server)) {
+                    bail!(
+                        "server `{}` lists `{name}` in `inheritEnv`, but the proxy keeps that variable from its servers: it holds {why}",
+                        server.name
+                    );
+                }
+                policy = policy.allow(name);
+            }
+            let mut stdio = StdioServer::new(&spec.command)
+                .args(&spec.args)
+                .env_policy(secrets.deny_to(policy, Some(server)));
             for (key, value) in &spec.env {
                 stdio = stdio.env(key, value);
             }
@@ -224,6 +255,113 @@ fn upstream(server: &Server) -> anyhow::Result<Upstream> {
             remote.into()
         }
     })
+}
+
+/// The environment variables the proxy holds secrets in, which no child is given (SPEC S2):
+/// the one owner of that list.
+///
+/// - the proxy's own: every model config's `keyEnv` (the audit key's variable) and every
+///   `${env:VAR}` in a model's config;
+/// - each server's credentials: every `${env:VAR}` in a server's definition (an HTTP server's
+///   headers, a stdio server's `env`, arguments, command and directory), denied to every
+///   *other* server.
+///
+/// Identity secrets (`--tokens`, `--jwt-secret-file`, `--jwt-key`) are files today, so no
+/// variable holds them; settings that name a variable for a secret belong in this list.
+#[derive(Debug, Default)]
+struct Secrets {
+    /// Variable name -> what it holds, for the proxy's own secrets.
+    own: std::collections::BTreeMap<String, String>,
+    /// (server, variable) for each server's references.
+    servers: Vec<(String, String)>,
+}
+
+impl Secrets {
+    fn of(configs: &Map<String, Value>, servers: &[Server]) -> Self {
+        let mut secrets = Secrets::default();
+        for (model, config) in configs {
+            secrets.collect_config(model, config);
+        }
+        for server in servers {
+            for text in server_texts(&server.spec) {
+                for name in env_references(text) {
+                    secrets
+                        .servers
+                        .push((server.name.clone(), name.to_owned()));
+                }
+            }
+        }
+        secrets
+    }
+
+    fn collect_config(&mut self, model: &str, value: &Value) {
+        match value {
+            Value::Object(map) => {
+                for (field, value) in map {
+                    if let (true, Some(name)) = (field == "keyEnv", value.as_str()) {
+                        self.own
+                            .insert(name.to_owned(), format!("`{model}`'s `keyEnv` key"));
+                    }
+                    self.collect_config(model, value);
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|v| self.collect_config(model, v)),
+            Value::String(text) => {
+                for name in env_references(text) {
+                    self.own
+                        .entry(name.to_owned())
+                        .or_insert_with(|| format!("a secret of `{model}`'s config"));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// What `name` holds, if it is a secret `server` (or an ad-hoc command) must not get.
+    fn why(&self, name: &str, server: Option<&Server>) -> Option<String> {
+        if let Some(why) = self.own.get(name) {
+            return Some(why.clone());
+        }
+        let own = |s: &str| server.is_some_and(|server| server.name == s);
+        self.servers
+            .iter()
+            .find(|(s, n)| n == name && !own(s))
+            .filter(|_| {
+                // A variable the server references itself is its own credential.
+                !self
+                    .servers
+                    .iter()
+                    .any(|(s, n)| n == name && own(s))
+            })
+            .map(|(s, _)| format!("a credential of server `{s}`"))
+    }
+
+    /// `policy` with every secret `server` (or an ad-hoc command) must not get denied.
+    fn deny_to(&self, mut policy: EnvPolicy, server: Option<&Server>) -> EnvPolicy {
+        let names = self.own.keys().chain(self.servers.iter().map(|(_, n)| n));
+        for name in names {
+            if self.why(name, server).is_some() {
+                policy = policy.deny(name);
+            }
+        }
+        policy
+    }
+}
+
+/// Every value of a server's definition that may hold `${env:VAR}`.
+fn server_texts(spec: &ServerSpec) -> Vec<&str> {
+    match spec {
+        ServerSpec::Stdio(s) => std::iter::once(&s.command)
+            .chain(&s.args)
+            .chain(s.env.values())
+            .chain(&s.cwd)
+            .map(String::as_str)
+            .collect(),
+        ServerSpec::Http(h) => std::iter::once(&h.url)
+            .chain(h.headers.values())
+            .map(String::as_str)
+            .collect(),
+    }
 }
 
 /// A project's routing paths (SPEC P7) for the library: hidden and pass-through names or globs

@@ -269,6 +269,16 @@ pub(crate) fn describe_server(args: &DescribeArgs) -> anyhow::Result<()> {
             for (key, value) in &stdio.env {
                 writeln!(out, "  {key}={value}")?;
             }
+            writeln!(
+                out,
+                "Inherits:   {} (the SDK default set){}",
+                mcp_middleware::upstream::DEFAULT_INHERITED.join(", "),
+                if stdio.inherit_env.is_empty() {
+                    String::new()
+                } else {
+                    format!(", and {} (inheritEnv)", stdio.inherit_env.join(", "))
+                }
+            )?;
         }
         ServerSpec::Http(http) => {
             writeln!(out, "URL:        {}", http.url)?;

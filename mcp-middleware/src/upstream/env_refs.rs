@@ -4,6 +4,21 @@
 
 use std::ffi::{OsStr, OsString};
 
+/// The names of the variables `${env:NAME}` references in `text`, in order (an unterminated
+/// reference names nothing).
+///
+/// ```
+/// use mcp_middleware::upstream::env_references;
+///
+/// let names: Vec<&str> = env_references("Bearer ${env:TOKEN} (${env:USER})").collect();
+/// assert_eq!(names, ["TOKEN", "USER"]);
+/// ```
+pub fn env_references(text: &str) -> impl Iterator<Item = &str> {
+    text.split("${env:")
+        .skip(1)
+        .filter_map(|rest| rest.split_once('}').map(|(name, _)| name))
+}
+
 /// Replaces every `${env:NAME}` in `text` with the variable's value. Fails with the name of the
 /// first variable that is not set (never with a value).
 pub(crate) fn resolve(text: &OsStr) -> Result<OsString, String> {
@@ -51,5 +66,6 @@ mod tests {
         assert!(err.contains(name), "{err}");
         assert_eq!(resolve(OsStr::new("plain")).unwrap(), "plain");
         assert!(resolve(OsStr::new("${env:OPEN")).is_err());
+        assert_eq!(env_references("${env:A}${env:B").collect::<Vec<_>>(), ["A"]);
     }
 }

@@ -5,6 +5,7 @@
 //! of them.
 
 mod env_refs;
+mod environment;
 mod http;
 mod set;
 mod stdio;
@@ -13,6 +14,8 @@ use std::fmt;
 
 use tokio::sync::mpsc;
 
+pub use env_refs::env_references;
+pub use environment::{DEFAULT_INHERITED, EnvPolicy};
 pub use http::HttpUpstream;
 pub use set::ServerSet;
 pub(crate) use stdio::UpstreamLink;

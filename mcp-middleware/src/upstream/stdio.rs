@@ -10,31 +10,39 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::env_refs;
+use super::env_refs::{self, env_references};
+use super::environment::EnvPolicy;
 use crate::error::UpstreamError;
 use crate::transport::queue::{Gauge, LineQueue};
 use crate::transport::{Frame, LineReader, write_lines};
 
 /// How to start an upstream MCP server as a child process (SPEC T1).
 ///
-/// The child inherits the proxy's environment and working directory, plus what is set here; its
-/// stderr goes to the proxy's stderr, its stdin and stdout carry the protocol. `${env:VAR}` in
-/// the command, arguments, environment values or directory is replaced by the proxy's variable
-/// when the child starts (SPEC T6); everything that describes the server shows it as written.
+/// The child's environment is what its [`EnvPolicy`] lets through from the proxy's (by default
+/// only the variables the official MCP SDKs pass: `HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`,
+/// `USER`) plus the variables set here; it runs in the proxy's working directory unless one is
+/// set. Its stderr goes to the proxy's stderr, its stdin and stdout carry the protocol.
+/// `${env:VAR}` in the command, arguments, environment values or directory is replaced by the
+/// proxy's variable when the child starts (SPEC T6); everything that describes the server shows
+/// it as written. A variable the policy denies is never given to the child, by any of these.
 ///
 /// ```
-/// use mcp_middleware::upstream::StdioServer;
+/// use mcp_middleware::upstream::{EnvPolicy, StdioServer};
 /// let server = StdioServer::new("node")
 ///     .args(["dist/index.js", "stdio"])
 ///     .env("LOG_LEVEL", "debug")
+///     .env("API_TOKEN", "${env:EVERYTHING_TOKEN}")
+///     .env_policy(EnvPolicy::sdk_default().allow("LANG").deny("AUDIT_KEY"))
 ///     .current_dir("/srv/everything");
 /// assert_eq!(server.to_string(), "node dist/index.js stdio");
+/// assert!(server.policy().denies("AUDIT_KEY"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StdioServer {
     command: OsString,
     args: Vec<OsString>,
     env: Vec<(OsString, OsString)>,
+    policy: EnvPolicy,
     current_dir: Option<PathBuf>,
 }
 
@@ -45,6 +53,7 @@ impl StdioServer {
             command: command.into(),
             args: Vec::new(),
             env: Vec::new(),
+            policy: EnvPolicy::default(),
             current_dir: None,
         }
     }
@@ -61,10 +70,22 @@ impl StdioServer {
         self
     }
 
-    /// Sets an environment variable for the child, on top of the inherited environment.
+    /// Sets an environment variable for the child, on top of what its [`EnvPolicy`] inherits.
     pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
         self.env.push((key.into(), value.into()));
         self
+    }
+
+    /// Which of the proxy's variables the child inherits and which it never gets
+    /// ([`EnvPolicy::sdk_default`] unless set).
+    pub fn env_policy(mut self, policy: EnvPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The child's environment policy.
+    pub fn policy(&self) -> &EnvPolicy {
+        &self.policy
     }
 
     /// Runs the child in `dir` instead of the proxy's working directory.
@@ -95,10 +116,14 @@ impl StdioServer {
                 cause: std::io::Error::other(problem),
             })
         };
+        self.check_denied()?;
         let mut command = Command::new(resolve(&self.command)?);
         for arg in &self.args {
             command.arg(resolve(arg)?);
         }
+        command
+            .env_clear()
+            .envs(self.policy.inherited(std::env::vars_os()));
         for (key, value) in &self.env {
             command.env(key, resolve(value)?);
         }
@@ -132,6 +157,45 @@ impl StdioServer {
         let reader = LineReader::new(stdout, max_line);
         let task = tokio::spawn(read_upstream(name, child, reader, generation, events));
         Ok(UpstreamLink { outgoing, task })
+    }
+}
+
+impl StdioServer {
+    /// Fails, naming the variable, when the definition would hand the child a denied variable:
+    /// declared under its own name, or copied through `${env:VAR}` into a declared variable,
+    /// an argument, the command or the directory.
+    fn check_denied(&self) -> Result<(), UpstreamError> {
+        let refuse = |what: String, name: &str| {
+            Err(UpstreamError::Spawn {
+                server: self.to_string(),
+                cause: std::io::Error::other(format!(
+                    "{what} would give it `{name}`, a variable this proxy keeps from its servers \
+                     (it holds a secret the proxy uses itself)"
+                )),
+            })
+        };
+        for (key, _) in self.env.iter().filter(|(key, _)| self.policy.denies(key)) {
+            return refuse(
+                "the environment it declares".to_owned(),
+                &key.to_string_lossy(),
+            );
+        }
+        let mut texts: Vec<(String, &OsStr)> = vec![("its command".to_owned(), &self.command)];
+        texts.extend(self.args.iter().map(|arg| ("its arguments".to_owned(), arg.as_os_str())));
+        texts.extend(self.env.iter().map(|(key, value)| {
+            let what = format!("its variable `{}`", key.to_string_lossy());
+            (what, value.as_os_str())
+        }));
+        if let Some(dir) = &self.current_dir {
+            texts.push(("its directory".to_owned(), dir.as_os_str()));
+        }
+        for (what, text) in texts {
+            let Some(text) = text.to_str() else { continue };
+            if let Some(name) = env_references(text).find(|name| self.policy.denies(name)) {
+                return refuse(what, name);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -8,6 +8,7 @@
 //!   args: [-y, "@modelcontextprotocol/server-github"]
 //!   env:
 //!     GITHUB_TOKEN: ${env:GITHUB_TOKEN}   # kept as written; resolved only by the proxy
+//!   inheritEnv: [LANG, HTTPS_PROXY]  # the proxy's variables it also gets, by name
 //!   cwd: /srv/github
 //! ---
 //! kind: Server
@@ -21,6 +22,10 @@
 //! Values are stored exactly as written: `${env:VAR}` placeholders stay placeholders in the
 //! store, in `get` and in `describe` (SPEC T6); only the proxy resolves them, when it starts
 //! the server.
+//!
+//! A stdio server's environment is the official SDKs' default set (`HOME`, `LOGNAME`, `PATH`,
+//! `SHELL`, `TERM`, `USER`), its `env`, and the proxy's variables `inheritEnv` names; nothing
+//! else of the proxy's environment (see `mcp_middleware::upstream::EnvPolicy`).
 
 use std::collections::BTreeMap;
 
@@ -46,10 +51,12 @@ pub struct StdioSpec {
     /// Its arguments.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
-    /// Environment variables set for it, on top of the proxy's own; values may hold
-    /// `${env:VAR}` placeholders.
+    /// Environment variables set for it; values may hold `${env:VAR}` placeholders.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// The proxy's own variables it inherits besides the SDK default set, by name.
+    #[serde(rename = "inheritEnv", skip_serializing_if = "Vec::is_empty")]
+    pub inherit_env: Vec<String>,
     /// Its working directory (the proxy's when absent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
@@ -72,6 +79,7 @@ impl ServerSpec {
             command: command.into(),
             args: Vec::new(),
             env: BTreeMap::new(),
+            inherit_env: Vec::new(),
             cwd: None,
         })
     }
@@ -126,6 +134,8 @@ struct RawServerSpec {
     args: Option<Vec<String>>,
     #[serde(default)]
     env: Option<BTreeMap<String, String>>,
+    #[serde(default, rename = "inheritEnv")]
+    inherit_env: Option<Vec<String>>,
     cwd: Option<String>,
     url: Option<String>,
     #[serde(default)]
@@ -157,10 +167,22 @@ impl TryFrom<RawServerSpec> for ServerSpec {
                         "`env` key `{bad}` is not a valid environment variable name"
                     ));
                 }
+                let inherit_env = raw.inherit_env.unwrap_or_default();
+                for (i, name) in inherit_env.iter().enumerate() {
+                    if !valid_variable_name(name) {
+                        return Err(format!(
+                            "`inheritEnv` entry `{name}` is not an environment variable name (letters, digits and `_`, not starting with a digit)"
+                        ));
+                    }
+                    if inherit_env[..i].contains(name) {
+                        return Err(format!("`inheritEnv` names `{name}` twice"));
+                    }
+                }
                 Ok(ServerSpec::Stdio(StdioSpec {
                     command,
                     args: raw.args.unwrap_or_default(),
                     env,
+                    inherit_env,
                     cwd: raw.cwd,
                 }))
             }
@@ -168,6 +190,7 @@ impl TryFrom<RawServerSpec> for ServerSpec {
                 if let Some(field) = [
                     raw.args.is_some().then_some("args"),
                     raw.env.is_some().then_some("env"),
+                    raw.inherit_env.is_some().then_some("inheritEnv"),
                     raw.cwd.is_some().then_some("cwd"),
                 ]
                 .into_iter()
@@ -188,4 +211,14 @@ impl TryFrom<RawServerSpec> for ServerSpec {
             }
         }
     }
+}
+
+/// A portable environment variable name (POSIX: letters, digits and `_`, not starting with a
+/// digit): what `inheritEnv` may name.
+fn valid_variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
