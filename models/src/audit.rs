@@ -14,7 +14,7 @@ use crate::audit_log::{AuditKey, Record, Writer, rfc3339};
 ///
 /// Every request a client sends is recorded once it ends, whatever path it took (through the
 /// models, pass-through, or refused by a hidden route): the time (RFC 3339, UTC), the session,
-/// the identity's subject, the method, the tool, prompt or resource URI, the outcome (`ok`,
+/// the identity's subject and its full principal, the method, the tool, prompt or resource URI, the outcome (`ok`,
 /// `error`, `rejected` or `cancelled`), the duration in milliseconds and the error message.
 /// Arguments only with `logArguments: true`, and even then the value of every member whose
 /// name contains `token`, `secret`, `password`, `passwd`, `key`, `auth`, `credential`,
@@ -22,8 +22,13 @@ use crate::audit_log::{AuditKey, Record, Writer, rfc3339};
 ///
 /// Config: `path` (the log, appended to, created with mode 0600), the key as `keyEnv` (the
 /// name of an environment variable holding it), `keyFile` (a file holding it) or `key` (the
-/// key itself; it is then stored in plain text wherever the config is), and `logArguments`.
-/// The record format and the chain are described in `mcp_middleware_models::audit_log`.
+/// key itself; it is then stored in plain text wherever the config is), `logArguments`, and
+/// `anchorPath` (a file the last record's `seq` and MAC are written to after every record,
+/// atomically, so that `mcpctl audit verify FILE --anchor ANCHOR` detects records cut off the
+/// log's end; keep it where the log's readers cannot write). A log truncated, emptied, replaced
+/// or rotated while the proxy writes it is noticed at the next record: a warning, and a restart
+/// record naming the previous head. The record format and the chain are described in
+/// `mcp_middleware_models::audit_log`.
 ///
 /// The model only observes, so it never changes or delays an answer: a record is written
 /// after the answer went out, with one `write` of a whole line. A log that cannot be written
@@ -45,6 +50,8 @@ pub mod audit {
         pub key: KeySource,
         /// Whether tool and prompt arguments are recorded (secrets redacted).
         pub log_arguments: bool,
+        /// Where the last record's `seq` and MAC are kept, if anywhere.
+        pub anchor_path: Option<PathBuf>,
     }
 
     /// Where the HMAC key comes from.
@@ -82,6 +89,8 @@ pub mod audit {
         pub key_file: Option<PathBuf>,
         /// Whether arguments are recorded (default false).
         pub log_arguments: bool,
+        /// A file holding the last record's `seq` and MAC, rewritten after every record.
+        pub anchor_path: Option<PathBuf>,
     }
 
     impl TryFrom<Fields> for Config {
@@ -113,10 +122,22 @@ pub mod audit {
                     return Err("set only one of `key`, `keyEnv` and `keyFile`".to_owned());
                 }
             };
+            let anchor_path = match fields.anchor_path {
+                Some(anchor) if anchor.as_os_str().is_empty() => {
+                    return Err("`anchorPath` must not be empty".to_owned());
+                }
+                Some(anchor) if anchor == path => {
+                    return Err(
+                        "`anchorPath` must be another file than the log's `path`".to_owned(),
+                    );
+                }
+                anchor => anchor,
+            };
             Ok(Config {
                 path,
                 key,
                 log_arguments: fields.log_arguments,
+                anchor_path,
             })
         }
     }
@@ -176,13 +197,14 @@ fn record(ctx: &Context, observation: &Observation) {
         return;
     };
     let written = key_of(&config.key).and_then(|key| {
-        let writer = Writer::shared(&config.path, &key)?;
+        let writer = Writer::shared(&config.path, &key, config.anchor_path.as_deref())?;
         let time = rfc3339(SystemTime::now());
         let arguments = if config.log_arguments {
             observation.arguments.as_ref().map(redacted)
         } else {
             None
         };
+        let principal = ctx.identity().principal();
         let duration_ms = (observation.duration.as_secs_f64() * 1_000_000.0).round() / 1_000.0;
         let mut writer = writer.lock().unwrap_or_else(|p| p.into_inner());
         writer.append(&key, |seq, prev| {
@@ -191,6 +213,7 @@ fn record(ctx: &Context, observation: &Observation) {
                 time: &time,
                 session: ctx.session_id(),
                 identity: ctx.identity().subject(),
+                principal: &principal,
                 method: &observation.method,
                 target: observation.target.as_deref(),
                 outcome: observation.outcome.as_str(),
@@ -242,6 +265,15 @@ mod tests {
         assert!(err(json!({"path": "a.log"})).contains("key is required"));
         assert!(err(json!({"path": "a.log", "key": "k", "keyEnv": "K"})).contains("only one"));
         assert!(err(json!({"path": "a.log", "keyEnv": "K", "colour": 1})).contains("colour"));
+        assert!(
+            err(json!({"path": "a.log", "keyEnv": "K", "anchorPath": "a.log"}))
+                .contains("another file")
+        );
+        let anchored = load(json!({"path": "a.log", "keyEnv": "K", "anchorPath": "a.anchor"}));
+        assert_eq!(
+            anchored.unwrap().anchor_path.as_deref(),
+            Some(std::path::Path::new("a.anchor"))
+        );
         let config = load(json!({"path": "a.log", "key": "hunter2"})).unwrap();
         assert!(!format!("{config:?}").contains("hunter2"));
     }
