@@ -122,7 +122,10 @@ fn ad_hoc_upstream(args: &ProxyArgs, secrets: &Secrets) -> anyhow::Result<Upstre
         bail!("no upstream command: give it after `--`, e.g. `mcpctl proxy -- node server.js`");
     };
     let policy = secrets.deny_to(EnvPolicy::inherit_all(), None);
-    Ok(StdioServer::new(program).args(rest).env_policy(policy).into())
+    Ok(StdioServer::new(program)
+        .args(rest)
+        .env_policy(policy)
+        .into())
 }
 
 /// `proxy --model M -- CMD ARGS...` (or `--url URL`).
@@ -285,9 +288,7 @@ impl Secrets {
         for server in servers {
             for text in server_texts(&server.spec) {
                 for name in env_references(text) {
-                    secrets
-                        .servers
-                        .push((server.name.clone(), name.to_owned()));
+                    secrets.servers.push((server.name.clone(), name.to_owned()));
                 }
             }
         }
@@ -328,10 +329,7 @@ impl Secrets {
             .find(|(s, n)| n == name && !own(s))
             .filter(|_| {
                 // A variable the server references itself is its own credential.
-                !self
-                    .servers
-                    .iter()
-                    .any(|(s, n)| n == name && own(s))
+                !self.servers.iter().any(|(s, n)| n == name && own(s))
             })
             .map(|(s, _)| format!("a credential of server `{s}`"))
     }
@@ -404,6 +402,65 @@ fn merge(base: &mut Value, over: Value) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn server(name: &str, spec: ServerSpec) -> Server {
+        Server {
+            name: name.to_owned(),
+            spec,
+        }
+    }
+
+    #[test]
+    fn secrets_are_the_proxys_own_and_each_servers_denied_to_the_others() {
+        let mut github = mcpctl::store::StdioSpec {
+            command: "gh-mcp".into(),
+            args: vec![],
+            env: [("GITHUB_TOKEN".to_owned(), "${env:GH}".to_owned())].into(),
+            inherit_env: vec![],
+            cwd: None,
+        };
+        let remote = ServerSpec::Http(mcpctl::store::HttpSpec {
+            url: "https://x/mcp".into(),
+            headers: [(
+                "Authorization".to_owned(),
+                "Bearer ${env:REMOTE}".to_owned(),
+            )]
+            .into(),
+        });
+        let servers = [
+            server("github", ServerSpec::Stdio(github.clone())),
+            server("remote", remote),
+        ];
+        let configs = json!({
+            "audit": {"path": "a.log", "keyEnv": "AUDIT"},
+            "other": {"endpoint": {"auth": "${env:MODEL_SECRET}"}},
+        });
+        let Value::Object(configs) = configs else {
+            unreachable!()
+        };
+        let secrets = Secrets::of(&configs, &servers);
+        let policy = secrets.deny_to(EnvPolicy::sdk_default(), Some(&servers[0]));
+        for denied in ["AUDIT", "MODEL_SECRET", "REMOTE"] {
+            assert!(policy.denies(denied), "{denied}");
+        }
+        assert!(
+            !policy.denies("GH"),
+            "a server's own reference is its credential"
+        );
+        assert!(secrets.why("GH", Some(&servers[1])).is_some());
+        let ad_hoc = secrets.deny_to(EnvPolicy::inherit_all(), None);
+        assert!(ad_hoc.denies("GH") && ad_hoc.denies("AUDIT"));
+
+        github.inherit_env = vec!["REMOTE".into()];
+        let err = upstream(&server("github", ServerSpec::Stdio(github)), &secrets)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("lists `REMOTE` in `inheritEnv`") && err.contains("server `remote`"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn overrides_merge_into_the_project_config() {

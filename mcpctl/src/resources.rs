@@ -367,13 +367,7 @@ fn placeholders(spec: &ServerSpec) -> Vec<String> {
     };
     let mut names: Vec<String> = values
         .into_iter()
-        .flat_map(|value| {
-            value
-                .split("${env:")
-                .skip(1)
-                .filter_map(|rest| rest.split_once('}').map(|(name, _)| name.to_owned()))
-                .collect::<Vec<_>>()
-        })
+        .flat_map(|value| mcp_middleware::upstream::env_references(value).map(str::to_owned))
         .collect();
     names.sort();
     names.dedup();

@@ -2,9 +2,9 @@
 //! `mcpctl proxy` writes it (a warning, restart records, `mcpctl audit verify` reporting them),
 //! its anchor catching a cut tail, and tampering still found.
 
-mod support;
 #[path = "support/home.rs"]
 mod home;
+mod support;
 
 use std::path::Path;
 use std::time::Instant;
@@ -58,7 +58,11 @@ fn verify(home: &Home, log: &Path, anchor: Option<&Path>) -> Run {
 }
 
 fn call(client: &mut Client, id: u64) {
-    let answer = client.request(json!(id), "tools/call", json!({"name": "t", "arguments": {}}));
+    let answer = client.request(
+        json!(id),
+        "tools/call",
+        json!({"name": "t", "arguments": {}}),
+    );
     assert!(answer.get("result").is_some(), "{answer}");
 }
 

@@ -87,7 +87,10 @@ fn a_projects_server_gets_the_sdk_defaults_its_env_and_inherit_env_only() {
         .keys()
         .filter(|k| !allowed.contains(&k.as_str()))
         .collect();
-    assert!(extra.is_empty(), "variables the child was not given: {extra:?}");
+    assert!(
+        extra.is_empty(),
+        "variables the child was not given: {extra:?}"
+    );
     let all = format!("{env:?}");
     assert!(!all.contains(SECRET) && !all.contains(AUDIT_KEY), "{all}");
 

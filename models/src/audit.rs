@@ -128,7 +128,7 @@ pub mod audit {
                 }
                 Some(anchor) if anchor == path => {
                     return Err(
-                        "`anchorPath` must be another file than the log's `path`".to_owned(),
+                        "`anchorPath` must be another file than the log's `path`".to_owned()
                     );
                 }
                 anchor => anchor,

@@ -149,7 +149,10 @@ mod tests {
             ("LANG", "C"),
         ];
         let policy = EnvPolicy::default().allow("LANG");
-        assert_eq!(names(policy.inherited(vars(&env))), ["PATH", "HOME", "LANG"]);
+        assert_eq!(
+            names(policy.inherited(vars(&env))),
+            ["PATH", "HOME", "LANG"]
+        );
         let denied = EnvPolicy::sdk_default().deny("PATH");
         assert_eq!(names(denied.inherited(vars(&env))), ["HOME"]);
     }

@@ -174,14 +174,18 @@ impl StdioServer {
                 )),
             })
         };
-        for (key, _) in self.env.iter().filter(|(key, _)| self.policy.denies(key)) {
+        if let Some((key, _)) = self.env.iter().find(|(key, _)| self.policy.denies(key)) {
             return refuse(
                 "the environment it declares".to_owned(),
                 &key.to_string_lossy(),
             );
         }
         let mut texts: Vec<(String, &OsStr)> = vec![("its command".to_owned(), &self.command)];
-        texts.extend(self.args.iter().map(|arg| ("its arguments".to_owned(), arg.as_os_str())));
+        texts.extend(
+            self.args
+                .iter()
+                .map(|arg| ("its arguments".to_owned(), arg.as_os_str())),
+        );
         texts.extend(self.env.iter().map(|(key, value)| {
             let what = format!("its variable `{}`", key.to_string_lossy());
             (what, value.as_os_str())
@@ -344,5 +348,39 @@ fn describe_exit(status: ExitStatus) -> String {
         (Some(code), _) => format!("exited with status {code}"),
         (None, Some(signal)) => format!("was killed by signal {signal}"),
         _ => "exited".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_denied_variable_cannot_be_declared_or_copied_in() {
+        let policy = EnvPolicy::sdk_default().deny("AUDIT_KEY");
+        let refused = |server: StdioServer| {
+            server
+                .env_policy(policy.clone())
+                .check_denied()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        let err = refused(StdioServer::new("x").env("AUDIT_KEY", "v"));
+        assert!(
+            err.contains("the environment it declares would give it `AUDIT_KEY`"),
+            "{err}"
+        );
+        let err = refused(StdioServer::new("x").env("OTHER", "k=${env:AUDIT_KEY}"));
+        assert!(err.contains("its variable `OTHER`"), "{err}");
+        let err = refused(StdioServer::new("x").arg("--key=${env:AUDIT_KEY}"));
+        assert!(err.contains("its arguments"), "{err}");
+        assert!(
+            StdioServer::new("x")
+                .env("OTHER", "${env:HOME}")
+                .env_policy(policy)
+                .check_denied()
+                .is_ok()
+        );
     }
 }

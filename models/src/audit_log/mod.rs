@@ -199,4 +199,3 @@ pub(crate) fn rfc3339(time: SystemTime) -> String {
         since.subsec_millis()
     )
 }
-

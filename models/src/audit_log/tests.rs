@@ -89,7 +89,8 @@ fn the_chain_survives_restarts_and_breaks_where_the_log_was_touched() {
     write(&path, &key, &["c", "d", "e"]); // a restart continues the chain
     let Verdict::Intact {
         records, last_mac, ..
-    } = verify(&path, &key).unwrap() else {
+    } = verify(&path, &key).unwrap()
+    else {
         panic!("intact")
     };
     assert_eq!(records, 5);
@@ -324,7 +325,10 @@ fn an_anchor_detects_a_cut_tail_and_a_replaced_log() {
     // The last record cut off while no writer runs: the chain alone still verifies.
     let all = lines(&path);
     std::fs::write(&path, all[..2].join("\n") + "\n").unwrap();
-    assert!(matches!(verify(&path, &key).unwrap(), Verdict::Intact { .. }));
+    assert!(matches!(
+        verify(&path, &key).unwrap(),
+        Verdict::Intact { .. }
+    ));
     match verify_with_anchor(&path, &key, &anchor).unwrap() {
         Verdict::Truncated {
             records, last_seq, ..
@@ -343,7 +347,10 @@ fn an_anchor_detects_a_cut_tail_and_a_replaced_log() {
     match verify_with_anchor(&path, &key, &anchor).unwrap() {
         Verdict::Broken { line, reason } => {
             assert_eq!(line, 3);
-            assert!(reason.contains("not the record the anchor names"), "{reason}");
+            assert!(
+                reason.contains("not the record the anchor names"),
+                "{reason}"
+            );
         }
         other => panic!("expected a broken log: {other:?}"),
     }
@@ -368,7 +375,11 @@ fn a_forged_restart_record_or_mac_is_refused() {
     let all = lines(&path);
     // A MAC of the right shape but wrong value, and one with upper-case digits.
     let (body, mac) = split_line(&all[1]).unwrap();
-    let flipped = format!("{}{}", if mac.starts_with('0') { '1' } else { '0' }, &mac[1..]);
+    let flipped = format!(
+        "{}{}",
+        if mac.starts_with('0') { '1' } else { '0' },
+        &mac[1..]
+    );
     assert!(!key.verifies(body.as_bytes(), &flipped));
     assert!(!key.verifies(body.as_bytes(), &mac.to_uppercase()));
     assert!(key.verifies(body.as_bytes(), mac));
@@ -390,4 +401,3 @@ fn lines_split_into_body_and_mac() {
     assert!(split_line(r#"{"seq":1}"#).is_none());
     assert!(split_line(&line.replace("ab", "AB")).is_none());
 }
-

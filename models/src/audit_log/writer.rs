@@ -154,8 +154,7 @@ impl Writer {
         }
         self.with_lock(|writer| {
             let previous = writer.head();
-            if let (Some(reason), Some((previous_seq, previous_mac))) =
-                (writer.resync()?, previous)
+            if let (Some(reason), Some((previous_seq, previous_mac))) = (writer.resync()?, previous)
             {
                 let found = Found {
                     reason,
