@@ -26,6 +26,9 @@ use crate::transport::{Frame, LineReader, write_lines};
 /// proxy's variable when the child starts (SPEC T6); everything that describes the server shows
 /// it as written. A variable the policy denies is never given to the child, by any of these.
 ///
+/// The child's stderr is passed through as it is: the proxy never logs a resolved value itself,
+/// but it cannot stop a child from printing what it was given.
+///
 /// ```
 /// use mcp_middleware::upstream::{EnvPolicy, StdioServer};
 /// let server = StdioServer::new("node")

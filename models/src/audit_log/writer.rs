@@ -140,7 +140,7 @@ impl Writer {
             // Renamed, removed or replaced: the file now at the path continues its own chain
             // (or starts one), after a record naming the head this writer had.
             let previous = self.head();
-            let anchor = self.anchor.take();
+            let anchor = self.anchor.clone();
             *self = Writer::open(&self.path, key, anchor.as_deref())?;
             if let Some((previous_seq, previous_mac)) = previous {
                 let found = Found {
