@@ -227,6 +227,16 @@ pub(crate) fn status_file(store: &Store, project: &str) -> PathBuf {
 /// when it starts the server or connects to it (SPEC T6). A stdio server's environment is the
 /// SDK default set, its `env` and its `inheritEnv`, never one of `secrets` it does not declare.
 fn upstream(server: &Server, secrets: &Secrets) -> anyhow::Result<Upstream> {
+    for text in server_texts(&server.spec) {
+        if let Some((name, why)) =
+            env_references(text).find_map(|name| Some((name, secrets.own.get(name)?)))
+        {
+            bail!(
+                "server `{}` references `${{env:{name}}}`, but that variable holds {why}, which the proxy keeps from its servers",
+                server.name
+            );
+        }
+    }
     Ok(match &server.spec {
         ServerSpec::Stdio(spec) => {
             let mut policy = EnvPolicy::sdk_default();
@@ -450,6 +460,18 @@ mod tests {
         assert!(secrets.why("GH", Some(&servers[1])).is_some());
         let ad_hoc = secrets.deny_to(EnvPolicy::inherit_all(), None);
         assert!(ad_hoc.denies("GH") && ad_hoc.denies("AUDIT"));
+
+        let mut leaky = github.clone();
+        leaky.args = vec!["--key=${env:AUDIT}".into()];
+        let err = upstream(&server("leaky", ServerSpec::Stdio(leaky)), &secrets)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("server `leaky` references `${env:AUDIT}`")
+                && err.contains("`audit`'s `keyEnv` key"),
+            "{err}"
+        );
 
         github.inherit_env = vec!["REMOTE".into()];
         let err = upstream(&server("github", ServerSpec::Stdio(github)), &secrets)
