@@ -59,7 +59,7 @@
 //! | `Host` or `Origin` not loopback or configured (DNS rebinding) | 403 | -32600 |
 //! | method other than POST, GET, DELETE (OPTIONS answers CORS preflight) | 405 | -32600 |
 //! | no valid credential, when [`HttpOptions::auth`] or client certificates are configured | 401 | [`UNAUTHORIZED`] |
-//! | shutting down, or [`HttpOptions::max_sessions`] reached | 503 | -32000 |
+//! | shutting down, or [`HttpOptions::max_sessions`] or the caller's [`HttpOptions::session_quota`] reached (with `Retry-After`) | 503 | -32000 |
 //! | POST `Accept` lacks `application/json` or `text/event-stream`; GET lacks the latter | 406 | -32600 |
 //! | POST `Content-Type` not `application/json` | 415 | -32600 |
 //! | unknown `MCP-Protocol-Version` | 400 | -32022 |
@@ -105,6 +105,7 @@ mod event_store;
 mod guard;
 mod handler;
 mod options;
+mod quota;
 mod registry;
 mod reject;
 mod server;
