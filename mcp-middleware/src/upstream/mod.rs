@@ -7,6 +7,7 @@
 mod env_refs;
 mod http;
 mod set;
+mod sse;
 mod stdio;
 
 use std::fmt;
