@@ -75,6 +75,15 @@
 //! `Mcp-Param-*` headers are passed over: the proxy does not keep tool schemas to check them
 //! against.
 //!
+//! # Quotas
+//!
+//! Each session runs its own upstream, so sessions are bounded globally
+//! ([`HttpOptions::max_sessions`]) and per principal ([`HttpOptions::session_quota`]; a client
+//! that authenticates as no one is counted by its address), stateless sessions included, and
+//! connections by [`HttpOptions::max_connections`]. A refusal is `503` with `Retry-After` and a
+//! -32000 error whose `data.quota` names the limit (`max-sessions`,
+//! `max-sessions-per-principal`, `max-connections`).
+//!
 //! # Identity and TLS
 //!
 //! Every request is authenticated before anything else reads it (see [`crate::auth`] for the

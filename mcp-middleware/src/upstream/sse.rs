@@ -25,6 +25,11 @@ pub(crate) const MAX_RETRY: Duration = Duration::from_secs(30);
 
 /// One event of the stream: its data (one JSON-RPC message; `None` for an event with only
 /// `id:` or `retry:`, such as a priming event) and the fields resuming needs.
+///
+/// The data is one line: where an event has several `data:` lines, the spec joins them with a
+/// line feed, which is only whitespace between JSON tokens (inside a JSON string it is not
+/// allowed at all), so they are joined with a space instead, and the message stays one line
+/// of the session's line-framed stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Event {
     pub(crate) data: Option<String>,
@@ -85,7 +90,10 @@ impl SseReader {
             Some(Ok(sse)) => {
                 self.pending.store(0, Ordering::Relaxed);
                 Ok(Some(Event {
-                    data: sse.data.filter(|d| !d.trim().is_empty()),
+                    data: sse
+                        .data
+                        .filter(|d| !d.trim().is_empty())
+                        .map(|d| d.replace('\n', " ")),
                     id: sse.id,
                     retry: sse.retry,
                 }))
@@ -180,7 +188,11 @@ mod tests {
             1024,
         )
         .await;
-        assert_eq!(data(&events), ["{\"a\":\n1}"]);
+        assert_eq!(
+            data(&events),
+            ["{\"a\": 1}"],
+            "one line, for the line-framed session"
+        );
     }
 
     #[tokio::test]
