@@ -217,6 +217,31 @@ async fn stateless_list(addr: SocketAddr, bearer: &str, client: &str) -> (u16, V
     (status, answer)
 }
 
+/// Calls tool `name` in session `id` (after `notifications/initialized`); the answer.
+async fn call_tool(addr: SocketAddr, bearer: &str, id: &str, name: &str) -> Value {
+    let mut conn = Conn::connect(addr).await;
+    let all = [
+        MCP_HEADERS[0],
+        MCP_HEADERS[1],
+        ("authorization", bearer),
+        ("mcp-session-id", id),
+    ];
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let reply = conn
+        .send("POST", &all, initialized.as_bytes())
+        .await
+        .expect("POST");
+    assert_eq!(reply.status, 202);
+    drop(reply.body().await);
+    let body = request(9, "tools/call", json!({"name": name, "arguments": {}}));
+    let reply = conn
+        .send("POST", &all, body.as_bytes())
+        .await
+        .expect("POST");
+    assert_eq!(reply.status, 200, "tools/call {name}");
+    reply.messages().await.pop().expect("an answer")
+}
+
 fn local(last: u8) -> IpAddr {
     IpAddr::from([127, 0, 0, last])
 }
@@ -312,6 +337,33 @@ async fn the_global_limit_still_holds_across_principals() {
     assert!(message.contains("limit of 3 sessions"), "{message}");
     delete(addr, Some(BOB), &b1).await;
     initialize(addr, here, Some(BOB)).await.session();
+    drop(served);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_upstream_died_keeps_its_place_until_it_ends() {
+    let tokens = Tokens::new("death");
+    let served = Served::start(&[
+        "--tokens",
+        tokens.path(),
+        "--max-sessions-per-principal",
+        "1",
+    ]);
+    let addr = served.addr;
+    let id = initialize(addr, local(1), Some(ALICE)).await.session();
+    let died = call_tool(addr, ALICE, &id, "die").await;
+    assert_eq!(died["error"]["code"], -32001, "{died}");
+    // Still alice's one session: the next request restarts its upstream.
+    initialize(addr, local(1), Some(ALICE))
+        .await
+        .refused_by("max-sessions-per-principal");
+    let called = call_tool(addr, ALICE, &id, "t").await;
+    assert_eq!(
+        called["result"]["content"][0]["text"], "called t",
+        "{called}"
+    );
+    delete(addr, Some(ALICE), &id).await;
+    initialize(addr, local(1), Some(ALICE)).await.session();
     drop(served);
 }
 

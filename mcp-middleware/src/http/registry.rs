@@ -225,11 +225,13 @@ impl Registry {
         Ok(handle)
     }
 
-    /// Refuses a new session for `owner` when the proxy or `owner` is at its limit. The
-    /// owner's quota is checked first: a client at its own quota is told so, not that the
-    /// proxy is full.
+    /// Refuses a new session for `owner` when the proxy or `owner` is at its limit. A full
+    /// proxy is named first: raising the owner's quota would not help then.
     fn check_limit(&self, owner: &Owner) -> Result<(), Reject> {
         let (all, owned) = self.count(owner);
+        if all >= self.options.max_sessions {
+            return Err(quota::sessions_full(&self.options));
+        }
         if owned >= self.options.session_quota() {
             tracing::info!(
                 owner = owner.as_str(),
@@ -237,9 +239,6 @@ impl Registry {
                 "session quota reached"
             );
             return Err(quota::owner_full(&self.options, owner));
-        }
-        if all >= self.options.max_sessions {
-            return Err(quota::sessions_full(&self.options));
         }
         Ok(())
     }
