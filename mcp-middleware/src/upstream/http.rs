@@ -159,6 +159,10 @@ impl fmt::Display for HttpUpstream {
 /// the request it carries fails (or the `GET` stream is given up).
 const MAX_RESUMES: u32 = 5;
 
+/// A `GET` stream open at least this long before it ended counts as having worked, even with
+/// no event (a server may close idle streams now and then).
+const HEALTHY_STREAM: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A connection's driver, whatever its stream (plain TCP or TLS).
 type Connection = std::pin::Pin<Box<dyn Future<Output = Result<(), hyper::Error>> + Send>>;
 
@@ -497,6 +501,7 @@ impl Client {
             };
             match answer {
                 Ok((status, headers, body)) if status.is_success() && is_event_stream(&headers) => {
+                    let opened = std::time::Instant::now();
                     let mut events = SseReader::new(body, self.max_line);
                     loop {
                         match events.next().await {
@@ -513,6 +518,10 @@ impl Client {
                                 break;
                             }
                         }
+                    }
+                    // A quiet stream that stayed open a while was healthy, not a failure.
+                    if opened.elapsed() >= HEALTHY_STREAM {
+                        fruitless = 0;
                     }
                 }
                 Ok((status, ..)) => {
