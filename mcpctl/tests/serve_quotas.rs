@@ -13,6 +13,7 @@ use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
@@ -44,7 +45,10 @@ impl Served {
         let (tx, rx) = channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                match line.strip_prefix("listening on http://") {
+                let url = line
+                    .strip_prefix("listening on http://")
+                    .or_else(|| line.strip_prefix("listening on https://"));
+                match url {
                     Some(url) => drop(tx.send(url.trim_end_matches("/mcp").to_owned())),
                     None => eprintln!("mcpctl: {line}"),
                 }
@@ -498,4 +502,81 @@ fn a_zero_quota_is_one_clear_error() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(flag) && err.contains("at least 1"), "{err}");
     }
+}
+
+fn fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../mcp-middleware/tests/fixtures/identity")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// A TLS connection to `addr` that trusts the fixtures' CA, with `request` written on it.
+fn tls_send(
+    addr: SocketAddr,
+    request: &str,
+) -> rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream> {
+    use rustls::pki_types::pem::PemObject;
+    use std::io::Write;
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = rustls::pki_types::CertificateDer::from_pem_file(fixture("ca.pem")).expect("the CA");
+    roots.add(ca).expect("the CA is a certificate");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("a name");
+    let connection = rustls::ClientConnection::new(Arc::new(config), name).expect("a client");
+    let tcp = std::net::TcpStream::connect(addr).expect("connect");
+    tcp.set_read_timeout(Some(WAIT)).expect("a read timeout");
+    let mut stream = rustls::StreamOwned::new(connection, tcp);
+    stream.write_all(request.as_bytes()).expect("write");
+    stream.flush().expect("flush");
+    stream
+}
+
+#[test]
+fn over_https_a_connection_past_the_limit_is_answered_503_too() {
+    use std::io::Read;
+    let served = Served::start(&[
+        "--max-connections",
+        "1",
+        "--tls-cert",
+        &fixture("server.pem"),
+        "--tls-key",
+        &fixture("server.key"),
+    ]);
+    let get = |close: &str| {
+        format!(
+            "GET /mcp HTTP/1.1\r\nhost: localhost:{}\r\naccept: text/event-stream\r\n\
+             connection: {close}\r\ncontent-length: 0\r\n\r\n",
+            served.addr.port()
+        )
+    };
+    // One connection, served (so counted) and held open.
+    let mut held = tls_send(served.addr, &get("keep-alive"));
+    let mut head = [0u8; 12];
+    held.read_exact(&mut head).expect("an answer");
+    assert_eq!(&head, b"HTTP/1.1 400", "a GET without a session");
+    // The next is answered over TLS, then closed.
+    let mut refused = tls_send(served.addr, &get("close"));
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match refused.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+            Err(_) if !raw.is_empty() => break,
+            Err(err) => panic!("no answer: {err}"),
+        }
+    }
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    assert!(text.to_ascii_lowercase().contains("retry-after:"), "{text}");
+    assert!(text.contains(r#""quota":"max-connections""#), "{text}");
+    drop(held);
+    drop(served);
 }
