@@ -7,7 +7,7 @@
 //!
 //! Options before `--`: `--listen ADDR` (default `127.0.0.1:8080`), `--allow-host HOST` and
 //! `--allow-origin ORIGIN` (repeatable), `--idle-timeout SECS`, `--max-sessions N`,
-//! `--max-body-bytes N`. Once listening it writes `listening on URL` to stderr; logs follow
+//! `--max-sessions-per-principal N`, `--max-connections N`, `--max-body-bytes N`. Once listening it writes `listening on URL` to stderr; logs follow
 //! `RUST_LOG` (default `warn`) on stderr. Stops gracefully on SIGTERM, SIGINT or SIGHUP.
 
 use std::process::ExitCode;
@@ -66,6 +66,20 @@ fn run() -> Result<(), String> {
                 let n = value("--max-sessions")?;
                 options = options
                     .max_sessions(n.parse().map_err(|e| format!("--max-sessions {n}: {e}"))?);
+            }
+            "--max-sessions-per-principal" => {
+                let n = value("--max-sessions-per-principal")?;
+                options = options.max_sessions_per_principal(
+                    n.parse()
+                        .map_err(|e| format!("--max-sessions-per-principal {n}: {e}"))?,
+                );
+            }
+            "--max-connections" => {
+                let n = value("--max-connections")?;
+                options = options.max_connections(
+                    n.parse()
+                        .map_err(|e| format!("--max-connections {n}: {e}"))?,
+                );
             }
             "--max-body-bytes" => {
                 let n = value("--max-body-bytes")?;

@@ -133,3 +133,97 @@ async fn a_malformed_url_or_ca_file_is_refused_at_start() {
         "{refused}"
     );
 }
+
+/// `tests/fixtures/sse_resume_upstream.py`: a streamable HTTP server whose SSE streams break
+/// mid-way and expect to be resumed. Killed when dropped.
+struct BreakingServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl BreakingServer {
+    fn start() -> Self {
+        use std::io::BufRead;
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/sse_resume_upstream.py");
+        let mut child = std::process::Command::new("python3")
+            .arg("-u")
+            .arg(script)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs the fixture");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut line = String::new();
+        let read = std::io::BufReader::new(stdout).read_line(&mut line);
+        let Some(port) = line.trim().strip_prefix("PORT ").filter(|_| read.is_ok()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the fixture did not say its port: {line:?}");
+        };
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        Self { child, url }
+    }
+}
+
+impl Drop for BreakingServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_broken_event_stream_is_resumed_with_its_last_event_id() {
+    let server = BreakingServer::start();
+    let mut client = Client::initialized(Proxy::new(HttpUpstream::new(&server.url))).await;
+
+    // The call's stream breaks after its progress; the answer comes on the resumed stream.
+    let called = client
+        .request(
+            "tools/call",
+            json!({"name": "drop", "arguments": {}, "_meta": {"progressToken": "p-9"}}),
+        )
+        .await;
+    assert_eq!(Client::texts(&called), ["resumed"], "{called}");
+    assert!(
+        client
+            .received
+            .iter()
+            .any(|m| m["method"] == "notifications/progress"
+                && m["params"]["progressToken"] == "p-9"),
+        "the progress sent before the break arrived: {:?}",
+        client.received
+    );
+
+    // A stream without event ids cannot be resumed: the request fails, clearly.
+    let failed = client.call_tool("noid", json!({})).await;
+    assert_eq!(failed["error"]["code"], -32001, "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no event id"), "{message}");
+
+    // The GET stream ended after g1 and was reconnected from there: g2 arrives too.
+    let logged = |client: &Client| -> Vec<String> {
+        client
+            .received
+            .iter()
+            .filter(|m| m["method"] == "notifications/message")
+            .filter_map(|m| m["params"]["data"].as_str().map(str::to_owned))
+            .collect()
+    };
+    while !logged(&client).contains(&"g2".to_owned()) {
+        let message = client.next_message().await;
+        client.received.push(message);
+    }
+    let logged = logged(&client);
+    assert!(logged.contains(&"g1".to_owned()), "{logged:?}");
+
+    let state = client.call_tool("state", json!({})).await;
+    let seen: Vec<String> = Client::texts(&state)
+        .first()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_else(|| panic!("the fixture's state: {state}"));
+    assert!(seen.contains(&"e1".to_owned()), "{seen:?}");
+    assert!(seen.contains(&"g1".to_owned()), "{seen:?}");
+    client.close().await.unwrap();
+    drop(server);
+}

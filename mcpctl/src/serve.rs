@@ -5,6 +5,10 @@
 //! Identity and TLS (SPEC T5): `--tokens`, `--jwt-secret-file` and `--jwt-key` make every
 //! request carry a bearer credential; `--tls-cert`/`--tls-key` serve HTTPS, and `--client-ca`
 //! asks clients for certificates (required, unless a bearer credential is configured too).
+//!
+//! Quotas (SPEC S3): `--max-sessions` for the whole proxy, `--max-sessions-per-principal` for
+//! each principal (each client address when no one authenticates), `--max-connections`; a
+//! request past one is answered `503` with `Retry-After`, naming the flag.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -34,9 +38,17 @@ pub(crate) struct ServeArgs {
     /// A browser `Origin` to accept besides loopback origins (repeatable; `*` for any).
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub(crate) allow_origins: Vec<String>,
-    /// How many sessions may be open at once.
+    /// How many sessions may be open at once (each runs its own upstream).
     #[arg(long, default_value_t = 256, value_name = "N")]
     pub(crate) max_sessions: usize,
+    /// How many of those one principal may hold; without authentication, one client address
+    /// (IPv6: one /64). Default: an eighth of --max-sessions (32 of 256).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_sessions_per_principal: Option<usize>,
+    /// How many TCP/TLS connections may be open at once (each SSE stream holds one); one more
+    /// is answered 503 and closed.
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    pub(crate) max_connections: usize,
     /// Seconds a session may stay idle before it is ended (and its upstream stopped).
     #[arg(long, default_value_t = 600, value_name = "SECS")]
     pub(crate) idle_timeout: u64,
@@ -172,11 +184,27 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         (None, None) => HttpOptions::default().listen,
     };
+    for (flag, value) in [
+        ("--max-sessions", Some(args.max_sessions)),
+        (
+            "--max-sessions-per-principal",
+            args.max_sessions_per_principal,
+        ),
+        ("--max-connections", Some(args.max_connections)),
+    ] {
+        if value == Some(0) {
+            bail!("{flag} must be at least 1 (0 would refuse every client)");
+        }
+    }
     let mut options = HttpOptions::default()
         .listen(listen)
         .max_sessions(args.max_sessions)
+        .max_connections(args.max_connections)
         .idle_timeout(Duration::from_secs(args.idle_timeout))
         .max_body_bytes(args.max_body_bytes);
+    if let Some(quota) = args.max_sessions_per_principal {
+        options = options.max_sessions_per_principal(quota);
+    }
     for host in args.allow_hosts {
         options = options.allow_host(host);
     }

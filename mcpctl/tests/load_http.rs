@@ -51,6 +51,9 @@ fn serve(lifeline: &std::path::Path) -> Served {
             "127.0.0.1:0",
             "--max-sessions",
             "256",
+            // A hundred anonymous sessions from one address: past the default quota of 32.
+            "--max-sessions-per-principal",
+            "256",
             "--",
             "python3",
             "-u",

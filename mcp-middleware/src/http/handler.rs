@@ -2,6 +2,7 @@
 //! or DELETE (end the session).
 
 use std::future::poll_fn;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use serde_json::{Map, Value};
 
 use super::authn::{Authenticated, Validity};
 use super::body::{Body, SseBody, write_event};
+use super::quota::Owner;
 use super::registry::{Registry, SessionHandle, StatelessKey};
 use super::reject::{HEADER_MISMATCH, Reject};
 use super::server::Front;
@@ -40,11 +42,12 @@ pub const SUPPORTED_VERSIONS: [&str; 5] = [
 /// How long a request body may take to arrive.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Serves one request; never fails (a refusal is a response too).
+/// Serves one request from `peer`; never fails (a refusal is a response too).
 pub(crate) async fn handle(
     registry: Arc<Registry>,
     front: Arc<Front>,
     certificate: Option<&PeerCertificate>,
+    peer: IpAddr,
     request: Request<Incoming>,
 ) -> Response<Body> {
     let origin = request
@@ -53,7 +56,7 @@ pub(crate) async fn handle(
         .and_then(|o| o.to_str().ok())
         .map(str::to_owned);
     let method = request.method().clone();
-    let mut response = match dispatch(&registry, &front, certificate, request).await {
+    let mut response = match dispatch(&registry, &front, certificate, peer, request).await {
         Ok(response) => response,
         Err(reject) => {
             if reject.status.is_server_error() {
@@ -84,6 +87,7 @@ async fn dispatch(
     registry: &Arc<Registry>,
     front: &Front,
     certificate: Option<&PeerCertificate>,
+    peer: IpAddr,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Reject> {
     let path = &registry.options().path;
@@ -113,7 +117,7 @@ async fn dispatch(
     // A stream it opens lasts only as long as the credential.
     let Authenticated { identity, validity } = front.authn.authenticate(headers, certificate)?;
     match *request.method() {
-        Method::POST => post(registry, &identity, validity, request).await,
+        Method::POST => post(registry, &identity, validity, peer, request).await,
         Method::GET => get(registry, &identity, validity, request.headers()),
         _ => delete(registry, &identity, request.headers()),
     }
@@ -125,6 +129,7 @@ async fn post(
     registry: &Arc<Registry>,
     identity: &Identity,
     validity: Validity,
+    peer: IpAddr,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Reject> {
     registry.check_open()?;
@@ -172,7 +177,9 @@ async fn post(
                 match session_header.and_then(|sid| registry.find(sid, identity)) {
                     Some(handle) => (handle, false),
                     None => (
-                        registry.create(identity).map_err(|r| r.with_id(Some(id)))?,
+                        registry
+                            .create(identity, Owner::of(identity, peer))
+                            .map_err(|r| r.with_id(Some(id)))?,
                         true,
                     ),
                 }
@@ -182,7 +189,8 @@ async fn post(
                     .ok_or_else(|| Reject::session_not_found().with_id(Some(id)))?;
                 (handle, false)
             } else if version == Some(STATELESS_VERSION) || params.is_some_and(era::has_envelope) {
-                let key = check_stateless(headers, version, id, &method, params, identity)?;
+                let owner = Owner::of(identity, peer);
+                let key = check_stateless(headers, version, id, &method, params, owner)?;
                 (
                     registry
                         .stateless(key, identity)
@@ -334,7 +342,7 @@ fn check_stateless(
     id: &str,
     method: &str,
     params: Option<&str>,
-    identity: &Identity,
+    owner: Owner,
 ) -> Result<StatelessKey, Reject> {
     let params: Map<String, Value> = params
         .and_then(|p| serde_json::from_str(p).ok())
@@ -393,10 +401,7 @@ fn check_stateless(
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    Ok(StatelessKey {
-        client,
-        principal: identity.principal(),
-    })
+    Ok(StatelessKey { client, owner })
 }
 
 /// A header value with the `=?base64?...?=` sentinel decoded.
@@ -631,7 +636,8 @@ fn method_not_allowed(message: impl Into<String>) -> Reject {
     )
 }
 
-fn rejected(reject: &Reject) -> Response<Body> {
+/// The response that carries `reject`.
+pub(crate) fn rejected(reject: &Reject) -> Response<Body> {
     let mut response = json_response(reject.status, reject.body());
     if reject.status == StatusCode::METHOD_NOT_ALLOWED {
         response

@@ -59,7 +59,7 @@
 //! | `Host` or `Origin` not loopback or configured (DNS rebinding) | 403 | -32600 |
 //! | method other than POST, GET, DELETE (OPTIONS answers CORS preflight) | 405 | -32600 |
 //! | no valid credential, when [`HttpOptions::auth`] or client certificates are configured | 401 | [`UNAUTHORIZED`] |
-//! | shutting down, or [`HttpOptions::max_sessions`] reached | 503 | -32000 |
+//! | shutting down, or [`HttpOptions::max_sessions`] or the caller's [`HttpOptions::session_quota`] reached (with `Retry-After`) | 503 | -32000 |
 //! | POST `Accept` lacks `application/json` or `text/event-stream`; GET lacks the latter | 406 | -32600 |
 //! | POST `Content-Type` not `application/json` | 415 | -32600 |
 //! | unknown `MCP-Protocol-Version` | 400 | -32022 |
@@ -74,6 +74,15 @@
 //!
 //! `Mcp-Param-*` headers are passed over: the proxy does not keep tool schemas to check them
 //! against.
+//!
+//! # Quotas
+//!
+//! Each session runs its own upstream, so sessions are bounded globally
+//! ([`HttpOptions::max_sessions`]) and per principal ([`HttpOptions::session_quota`]; a client
+//! that authenticates as no one is counted by its address), stateless sessions included, and
+//! connections by [`HttpOptions::max_connections`]. A refusal is `503` with `Retry-After` and a
+//! -32000 error whose `data.quota` names the limit (`max-sessions`,
+//! `max-sessions-per-principal`, `max-connections`).
 //!
 //! # Identity and TLS
 //!
@@ -105,6 +114,7 @@ mod event_store;
 mod guard;
 mod handler;
 mod options;
+mod quota;
 mod registry;
 mod reject;
 mod server;

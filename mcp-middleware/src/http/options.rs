@@ -10,8 +10,9 @@ use crate::auth::Auth;
 ///
 /// The defaults are safe for a local proxy: bound to `127.0.0.1:8080`, only loopback `Host` and
 /// `Origin` values accepted (DNS-rebinding protection), 64 MiB request bodies (as the stdio side's
-/// message limit; SPEC Q1 wants none below 16 MiB), 256 sessions,
-/// sessions ended after 10 idle minutes.
+/// message limit; SPEC Q1 wants none below 16 MiB), 256 sessions of which one principal (or,
+/// without authentication, one client address) may hold 32, 1,024 connections, sessions ended
+/// after 10 idle minutes.
 ///
 /// ```
 /// use std::time::Duration;
@@ -22,8 +23,13 @@ use crate::auth::Auth;
 ///     .allow_host("mcp.example.com")
 ///     .allow_origin("https://app.example.com")
 ///     .max_sessions(32)
+///     .max_sessions_per_principal(4)
+///     .max_connections(128)
 ///     .idle_timeout(Duration::from_secs(60));
 /// assert_eq!(options.max_sessions, 32);
+/// assert_eq!(options.session_quota(), 4);
+/// // Unset, the quota is an eighth of the session limit.
+/// assert_eq!(HttpOptions::default().session_quota(), 32);
 /// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -48,6 +54,20 @@ pub struct HttpOptions {
     /// How many sessions (stateful and stateless together) may be open at once; one more gets
     /// `503`. Each session runs its own upstream. Default 256.
     pub max_sessions: usize,
+    /// How many of those sessions one principal may hold
+    /// ([`Identity::principal`](crate::Identity::principal)); a client that authenticates as no one is counted by its
+    /// address instead (IPv4, or the /64 prefix of IPv6, since one host commonly holds a whole
+    /// /64). One more gets `503`. `None` (the default): an eighth of
+    /// [`max_sessions`](Self::max_sessions), at least 1 (32 of 256), so at least eight
+    /// principals always find room whatever one of them does. See
+    /// [`session_quota`](Self::session_quota).
+    pub max_sessions_per_principal: Option<usize>,
+    /// How many TCP (or TLS) connections may be open at once; one more is answered `503` and
+    /// closed. Each SSE stream holds a connection for as long as it is open. Default 1,024:
+    /// every one of the default 256 sessions can keep its GET stream and a few request streams
+    /// open, and each connection is a file descriptor (keep it under `ulimit -n`, which the
+    /// sessions' upstreams draw on too).
+    pub max_connections: usize,
     /// A session with no request and no open stream for this long is ended (and its upstream
     /// stopped). Default 10 minutes.
     pub idle_timeout: Duration,
@@ -89,6 +109,8 @@ impl Default for HttpOptions {
             allowed_origins: Vec::new(),
             max_body_bytes: 64 * 1024 * 1024,
             max_sessions: 256,
+            max_sessions_per_principal: None,
+            max_connections: 1024,
             idle_timeout: Duration::from_secs(600),
             event_store_events: 1024,
             event_store_bytes: 1024 * 1024,
@@ -137,6 +159,26 @@ impl HttpOptions {
     /// Sets how many sessions may be open at once.
     pub fn max_sessions(mut self, sessions: usize) -> Self {
         self.max_sessions = sessions;
+        self
+    }
+
+    /// Sets how many sessions one principal (or one anonymous client address) may hold.
+    pub fn max_sessions_per_principal(mut self, sessions: usize) -> Self {
+        self.max_sessions_per_principal = Some(sessions);
+        self
+    }
+
+    /// The per-principal session quota in force:
+    /// [`max_sessions_per_principal`](Self::max_sessions_per_principal), or an eighth of [`max_sessions`](Self::max_sessions)
+    /// (at least 1) when that is unset.
+    pub fn session_quota(&self) -> usize {
+        self.max_sessions_per_principal
+            .unwrap_or((self.max_sessions / 8).max(1))
+    }
+
+    /// Sets how many connections may be open at once.
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.max_connections = connections;
         self
     }
 

@@ -4,7 +4,10 @@
 //! plus the [`Streams`] its messages travel on, and a router task that moves each message the
 //! core session writes for the client onto its stream. Stateful sessions are found by their
 //! `Mcp-Session-Id` (128 random bits, hex); stateless ones by their [`StatelessKey`]. The
-//! registry enforces the session limit, ends idle sessions, and ends them all at shutdown.
+//! registry enforces the session limit and each owner's quota (see [`super::quota`]), ends
+//! idle sessions, and ends them all at shutdown. A session stops counting the moment it is
+//! deleted, or once it has ended by itself or been ended as idle: the counts are taken from the
+//! open sessions themselves, never kept beside them, so there is no count to leak.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::event_store::EventStore;
 use super::options::HttpOptions;
+use super::quota::{self, Owner};
 use super::reject::Reject;
 use super::streams::Streams;
 use crate::chain::Chain;
@@ -37,13 +41,14 @@ pub(crate) struct SessionFactory {
 }
 
 /// What stateless (2026-07-28) requests share a session by: the client's name from the request
-/// envelope (`io.modelcontextprotocol/clientInfo`) and the principal the request authenticated
-/// as ([`Identity`]'s principal: `anonymous:anonymous` when the front authenticates no one), so
-/// two users of one client never share model state.
+/// envelope (`io.modelcontextprotocol/clientInfo`) and the session's [`Owner`] (the principal
+/// the request authenticated as, or the client's address when the front authenticates no one),
+/// so two users of one client never share model state, anonymous ones on different hosts
+/// included.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct StatelessKey {
     pub(crate) client: String,
-    pub(crate) principal: String,
+    pub(crate) owner: Owner,
 }
 
 /// One open session.
@@ -52,6 +57,8 @@ pub(crate) struct SessionHandle {
     /// Who started the session ([`Identity`]'s principal); every request of the session must
     /// authenticate as the same.
     principal: String,
+    /// Whose quota the session counts against.
+    owner: Owner,
     events: mpsc::Sender<Event>,
     pub(crate) streams: Arc<Mutex<Streams>>,
     last_seen: Mutex<Instant>,
@@ -95,6 +102,11 @@ impl SessionHandle {
                 let _ = events.send(event).await;
             });
         }
+    }
+
+    /// Whether the session still counts: not ended, and not being ended.
+    fn is_open(&self) -> bool {
+        !self.ended.is_cancelled() && !self.closing.load(Ordering::SeqCst)
     }
 
     fn idle_for(&self, now: Instant) -> Duration {
@@ -142,10 +154,22 @@ impl Registry {
         }
     }
 
-    fn count(&self) -> usize {
-        let stateful = self.stateful.lock().map_or(0, |m| m.len());
-        let stateless = self.stateless.lock().map_or(0, |m| m.len());
-        stateful + stateless
+    /// How many sessions are open, and how many of them `owner` holds.
+    fn count(&self, owner: &Owner) -> (usize, usize) {
+        let (mut all, mut owned) = (0, 0);
+        let mut tally = |handle: &Arc<SessionHandle>| {
+            if handle.is_open() {
+                all += 1;
+                owned += usize::from(handle.owner == *owner);
+            }
+        };
+        if let Ok(map) = self.stateful.lock() {
+            map.values().for_each(&mut tally);
+        }
+        if let Ok(map) = self.stateless.lock() {
+            map.values().for_each(&mut tally);
+        }
+        (all, owned)
     }
 
     /// The stateful session `id`, if open and started by the same principal as `identity`
@@ -155,13 +179,17 @@ impl Registry {
         (!found.ended.is_cancelled() && found.principal == identity.principal()).then_some(found)
     }
 
-    /// Starts a stateful session (for an `initialize`) for `identity`.
-    pub(crate) fn create(&self, identity: &Identity) -> Result<Arc<SessionHandle>, Reject> {
+    /// Starts a stateful session (for an `initialize`) for `identity`, counted against `owner`.
+    pub(crate) fn create(
+        &self,
+        identity: &Identity,
+        owner: Owner,
+    ) -> Result<Arc<SessionHandle>, Reject> {
         self.check_open()?;
         let _starting = self.starting.lock();
-        self.check_limit()?;
+        self.check_limit(&owner)?;
         let id: Arc<str> = new_session_id()?.into();
-        let handle = self.start(id.clone(), false, identity)?;
+        let handle = self.start(id.clone(), false, identity, owner)?;
         if let Ok(mut map) = self.stateful.lock() {
             map.insert(id.clone(), handle.clone());
         }
@@ -177,9 +205,7 @@ impl Registry {
     ) -> Result<Arc<SessionHandle>, Reject> {
         self.check_open()?;
         let open = |map: &HashMap<StatelessKey, Arc<SessionHandle>>| {
-            map.get(&key)
-                .filter(|h| !h.ended.is_cancelled() && !h.closing.load(Ordering::SeqCst))
-                .cloned()
+            map.get(&key).filter(|h| h.is_open()).cloned()
         };
         if let Some(found) = self.stateless.lock().ok().and_then(|m| open(&m)) {
             return Ok(found);
@@ -189,9 +215,9 @@ impl Registry {
         if let Some(found) = self.stateless.lock().ok().and_then(|m| open(&m)) {
             return Ok(found);
         }
-        self.check_limit()?;
+        self.check_limit(&key.owner)?;
         let id: Arc<str> = format!("stateless:{}", key.client).into();
-        let handle = self.start(id, true, identity)?;
+        let handle = self.start(id, true, identity, key.owner.clone())?;
         if let Ok(mut map) = self.stateless.lock() {
             map.insert(key.clone(), handle.clone());
         }
@@ -199,13 +225,20 @@ impl Registry {
         Ok(handle)
     }
 
-    fn check_limit(&self) -> Result<(), Reject> {
-        let max = self.options.max_sessions;
-        if self.count() >= max {
-            return Err(Reject::unavailable(format!(
-                "Service Unavailable: the proxy is serving its limit of {max} sessions; \
-                 end one (HTTP DELETE) or try again later"
-            )));
+    /// Refuses a new session for `owner` when the proxy or `owner` is at its limit. A full
+    /// proxy is named first: raising the owner's quota would not help then.
+    fn check_limit(&self, owner: &Owner) -> Result<(), Reject> {
+        let (all, owned) = self.count(owner);
+        if all >= self.options.max_sessions {
+            return Err(quota::sessions_full(&self.options));
+        }
+        if owned >= self.options.session_quota() {
+            tracing::info!(
+                owner = owner.as_str(),
+                sessions = owned,
+                "session quota reached"
+            );
+            return Err(quota::owner_full(&self.options, owner));
         }
         Ok(())
     }
@@ -215,6 +248,7 @@ impl Registry {
         id: Arc<str>,
         stateless: bool,
         identity: &Identity,
+        owner: Owner,
     ) -> Result<Arc<SessionHandle>, Reject> {
         let factory = &self.factory;
         let (events_tx, events_rx) = mpsc::channel(256);
@@ -249,6 +283,7 @@ impl Registry {
         let handle = Arc::new(SessionHandle {
             id,
             principal: identity.principal(),
+            owner,
             events: events_tx,
             streams: streams.clone(),
             last_seen: Mutex::new(Instant::now()),

@@ -1,5 +1,13 @@
-//! The listener: accepting connections, serving HTTP/1.1 on each, the idle-session reaper, and
-//! graceful shutdown.
+//! The listener: accepting connections, serving HTTP/1.1 on each, the connection limit, the
+//! idle-session reaper, and graceful shutdown.
+//!
+//! The connection limit ([`HttpOptions::max_connections`](super::HttpOptions::max_connections))
+//! refuses rather than holds: a connection past it is still accepted (after its TLS handshake,
+//! on HTTPS), its one request is answered `503` with `Retry-After` and a JSON-RPC error naming
+//! the limit, and it is closed. Holding it in the backlog instead would leave a client waiting
+//! with no word of why, behind whoever holds the open connections. Refusals are bounded too
+//! ([`REFUSING`] at a time, each within [`REFUSAL_TIMEOUT`]); past that a connection is closed at
+//! once.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -11,12 +19,14 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use super::authn::Authenticator;
 use super::guard::Guard;
 use super::handler;
+use super::quota;
 use super::registry::Registry;
 use super::tls::PeerCertificate;
 
@@ -30,6 +40,12 @@ pub(crate) struct Front {
 
 /// How long a client may take to send a request's headers.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How many connections past the limit may be in the middle of being refused at once.
+const REFUSING: usize = 64;
+
+/// How long refusing one connection may take (TLS handshake, reading the request, answering).
+const REFUSAL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A running streamable HTTP front, from [`Proxy::serve_http`](crate::Proxy::serve_http).
 ///
@@ -115,13 +131,24 @@ async fn serve(
     let every = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
     let mut reaper = tokio::time::interval(every);
     reaper.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let open = Arc::new(Semaphore::new(registry.options().max_connections));
+    let refusing = Arc::new(Semaphore::new(REFUSING));
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    connections.spawn(connection(stream, peer, registry.clone(), front.clone(), closing.clone()));
-                }
+                Ok((stream, peer)) => match open.clone().try_acquire_owned() {
+                    Ok(permit) => {
+                        connections.spawn(connection(stream, peer, registry.clone(), front.clone(), closing.clone(), permit));
+                    }
+                    Err(_) => match refusing.clone().try_acquire_owned() {
+                        Ok(permit) => {
+                            connections.spawn(refuse(stream, peer, registry.clone(), front.clone(), permit));
+                        }
+                        // Dropped: closed at once.
+                        Err(_) => tracing::debug!(%peer, "connection limit reached; closing a connection unanswered"),
+                    },
+                },
                 Err(err) => {
                     // Out of descriptors, say: wait a little instead of spinning.
                     tracing::warn!(%err, "accepting a connection failed");
@@ -164,6 +191,8 @@ async fn connection(
     registry: Arc<Registry>,
     front: Arc<Front>,
     closing: CancellationToken,
+    // Held for as long as the connection is open: its place under the connection limit.
+    _permit: OwnedSemaphorePermit,
 ) {
     let _ = stream.set_nodelay(true);
     let Some(acceptor) = front.tls.clone() else {
@@ -204,6 +233,49 @@ async fn connection(
     serve_connection(stream, peer, certificate, registry, front, closing).await;
 }
 
+/// Answers the one request of a connection past the connection limit with `503` and closes it.
+async fn refuse(
+    stream: TcpStream,
+    peer: SocketAddr,
+    registry: Arc<Registry>,
+    front: Arc<Front>,
+    _permit: OwnedSemaphorePermit,
+) {
+    let max = registry.options().max_connections;
+    tracing::warn!(%peer, max, "connection limit reached; refusing a connection");
+    let reject = quota::connections_full(registry.options());
+    let answer = async {
+        match &front.tls {
+            None => answer_once(stream, &reject).await,
+            Some(acceptor) => {
+                if let Ok(stream) = acceptor.accept(stream).await {
+                    answer_once(stream, &reject).await;
+                }
+            }
+        }
+    };
+    let _ = tokio::time::timeout(REFUSAL_TIMEOUT, answer).await;
+}
+
+/// Reads one request on `stream`, answers it with `reject`, and closes the connection.
+async fn answer_once<S>(stream: S, reject: &super::reject::Reject)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(|_request| {
+        let response = handler::rejected(reject);
+        async move { Ok::<_, Infallible>(response) }
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(REFUSAL_TIMEOUT)
+        .keep_alive(false);
+    let _ = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
 /// Serves HTTP/1.1 on one connection (plain or TLS) until it closes.
 async fn serve_connection<S>(
     stream: S,
@@ -221,7 +293,7 @@ async fn serve_connection<S>(
         let certificate = certificate.clone();
         async move {
             Ok::<_, Infallible>(
-                handler::handle(registry, front, certificate.as_deref(), request).await,
+                handler::handle(registry, front, certificate.as_deref(), peer.ip(), request).await,
             )
         }
     });

@@ -14,7 +14,14 @@
 //!   answer) is initialized again with the client's own `initialize`, then the message is sent
 //!   again: the client never sees it;
 //! - a server that cannot be reached, or answers a request with an HTTP error, gives that
-//!   request a JSON-RPC error (`-32001`) naming the server and what happened.
+//!   request a JSON-RPC error (`-32001`) naming the server and what happened;
+//! - SSE is read by [`sse`](super::sse) (the WHATWG rules, on `sse-stream`). A request's
+//!   stream that ends or breaks before its answer is resumed: after the server's `retry:` delay
+//!   (1 s when it gave none, at most 30 s) a `GET` with `Last-Event-ID` (the last `id:` it sent)
+//!   picks it up, as the streamable HTTP transport has clients do; up to [`MAX_RESUMES`] tries
+//!   in a row that bring nothing. A stream without event ids cannot be resumed: the request
+//!   gets the `-32001` error. The `GET` stream is reconnected the same way whenever it ends,
+//!   until the server refuses it or the session ends.
 //!
 //! `https://` endpoints are reached over TLS (rustls), trusting the Mozilla roots
 //! (`webpki-roots`) and any CA given with [`HttpUpstream::ca_file`].
@@ -31,6 +38,7 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::{Mutex, mpsc};
 
 use super::env_refs;
+use super::sse::{Cursor, SseReader};
 use super::{UpstreamEvent, UpstreamLink};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Message};
@@ -126,6 +134,7 @@ impl HttpUpstream {
             session: Mutex::new(SessionState::default()),
             idle: Mutex::new(Vec::new()),
             reinit_ids: AtomicU64::new(0),
+            closed: std::sync::atomic::AtomicBool::new(false),
         });
         let (outgoing, mut from_session) = LineQueue::new(usize::MAX);
         let task = tokio::spawn(async move {
@@ -145,6 +154,14 @@ impl fmt::Display for HttpUpstream {
         f.write_str(&self.url)
     }
 }
+
+/// How many times in a row a broken stream is resumed without bringing a single event, before
+/// the request it carries fails (or the `GET` stream is given up).
+const MAX_RESUMES: u32 = 5;
+
+/// A `GET` stream open at least this long before it ended counts as having worked, even with
+/// no event (a server may close idle streams now and then).
+const HEALTHY_STREAM: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A connection's driver, whatever its stream (plain TCP or TLS).
 type Connection = std::pin::Pin<Box<dyn Future<Output = Result<(), hyper::Error>> + Send>>;
@@ -226,6 +243,8 @@ struct Client {
     session: Mutex<SessionState>,
     idle: Mutex<Vec<SendRequest<Full<Bytes>>>>,
     reinit_ids: AtomicU64,
+    /// Set when the proxy's session ends: streams are no longer resumed.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// How a `POST` ended.
@@ -266,10 +285,11 @@ impl Client {
             _ => None,
         };
         let epoch = self.session.lock().await.epoch;
-        let mut outcome = self.post(&line, request.is_some()).await;
+        let request_id = request.as_ref().map(|(id, _)| id.as_str());
+        let mut outcome = self.post(&line, request_id).await;
         if matches!(outcome, Posted::SessionExpired) {
             match self.reinitialize(epoch).await {
-                Ok(()) => outcome = self.post(&line, request.is_some()).await,
+                Ok(()) => outcome = self.post(&line, request_id).await,
                 Err(reason) => outcome = Posted::Failed(reason),
             }
         }
@@ -328,8 +348,9 @@ impl Client {
         Ok(())
     }
 
-    /// `POST`s one message and relays what comes back.
-    async fn post(&self, line: &str, is_request: bool) -> Posted {
+    /// `POST`s one message (a request when it has `request_id`) and relays what comes back.
+    async fn post(&self, line: &str, request_id: Option<&str>) -> Posted {
+        let is_request = request_id.is_some();
         let (status, headers, body) = {
             let session = self.session.lock().await;
             match self.exchange(line, &session).await {
@@ -354,31 +375,91 @@ impl Client {
         if let Some(id) = header(&headers, "mcp-session-id") {
             self.session.lock().await.id = Some(id);
         }
-        match self.relay(&headers, body).await {
+        match self.relay(&headers, body, request_id).await {
             Ok(()) => Posted::Done,
             Err(err) => Posted::Failed(err),
         }
     }
 
-    /// Sends each message of an answer (a JSON body or an SSE stream) up to the session.
+    /// Sends each message of an answer (a JSON body or an SSE stream) up to the session. An
+    /// SSE stream that ends before the answer to `request_id` is resumed.
     async fn relay(
         &self,
         headers: &hyper::HeaderMap,
         body: hyper::body::Incoming,
+        request_id: Option<&str>,
     ) -> Result<(), String> {
         if is_event_stream(headers) {
-            let mut events = SseReader::new(body, self.max_line);
-            while let Some(data) = events.next().await? {
-                self.note(&data).await;
-                self.send_up(data).await;
-            }
-            return Ok(());
+            return self.relay_stream(body, request_id).await;
         }
         for message in read_messages(headers, body, self.max_line).await? {
             self.note(&message).await;
             self.send_up(message).await;
         }
         Ok(())
+    }
+
+    /// Relays a request's SSE stream until it has carried the answer and ended, resuming it
+    /// (`GET` with `Last-Event-ID`) when it ends or breaks before the answer.
+    async fn relay_stream(
+        &self,
+        body: hyper::body::Incoming,
+        request_id: Option<&str>,
+    ) -> Result<(), String> {
+        let wanted = request_id.and_then(|id| serde_json::from_str::<serde_json::Value>(id).ok());
+        let mut events = SseReader::new(body, self.max_line);
+        let mut cursor = Cursor::default();
+        let mut answered = wanted.is_none();
+        let mut fruitless = 0;
+        loop {
+            let broke = loop {
+                match events.next().await {
+                    Ok(Some(event)) => {
+                        cursor.note(&event);
+                        fruitless = 0;
+                        if let Some(data) = event.data {
+                            answered = answered || answers(&data, wanted.as_ref());
+                            self.note(&data).await;
+                            self.send_up(data).await;
+                        }
+                    }
+                    Ok(None) => break None,
+                    Err(err) => break Some(err),
+                }
+            };
+            if answered {
+                return Ok(());
+            }
+            let why = broke.unwrap_or_else(|| "the event stream ended before the answer".into());
+            let Some(last) = cursor.last_event_id.clone() else {
+                return Err(format!("{why}, and it gave no event id to resume from"));
+            };
+            fruitless += 1;
+            if fruitless > MAX_RESUMES || self.closed.load(Ordering::SeqCst) {
+                return Err(format!(
+                    "{why}; resuming it brought nothing {MAX_RESUMES} times"
+                ));
+            }
+            tracing::debug!(server = %self.name, %why, last_event_id = %last, "resuming the upstream's event stream");
+            tokio::time::sleep(cursor.delay()).await;
+            events = match self.resume(&last).await {
+                Ok(body) => body,
+                Err(err) => return Err(format!("{why}; resuming it failed: {err}")),
+            };
+        }
+    }
+
+    /// `GET` with `Last-Event-ID`: the rest of a broken stream.
+    async fn resume(&self, last_event_id: &str) -> Result<SseReader, String> {
+        let (status, headers, body) = {
+            let session = self.session.lock().await;
+            self.request(Method::GET, None, &session, Some(last_event_id))
+                .await?
+        };
+        if !status.is_success() || !is_event_stream(&headers) {
+            return Err(format!("HTTP {status}"));
+        }
+        Ok(SseReader::new(body, self.max_line))
     }
 
     /// Keeps the protocol version an `initialize` result names.
@@ -398,33 +479,76 @@ impl Client {
             session.get_stream = true;
         }
         tokio::spawn(async move {
-            let answer = {
-                let session = self.session.lock().await;
-                self.request(Method::GET, None, &session).await
-            };
-            match answer {
-                Ok((status, headers, body)) if status.is_success() && is_event_stream(&headers) => {
-                    let mut events = SseReader::new(body, self.max_line);
-                    while let Ok(Some(data)) = events.next().await {
-                        self.send_up(data).await;
-                    }
-                }
-                Ok((status, ..)) => {
-                    tracing::debug!(server = %self.name, %status, "the upstream offers no GET stream")
-                }
-                Err(err) => {
-                    tracing::debug!(server = %self.name, %err, "the upstream's GET stream failed")
-                }
-            }
+            self.follow_get_stream().await;
             self.session.lock().await.get_stream = false;
         });
     }
 
+    /// Relays the `GET` stream, reconnecting (with `Last-Event-ID` once the server has given
+    /// an event id) each time it ends, until the server refuses it, [`MAX_RESUMES`] tries in a
+    /// row bring nothing, or the session ends.
+    async fn follow_get_stream(&self) {
+        let mut cursor = Cursor::default();
+        let mut fruitless = 0;
+        loop {
+            let answer = {
+                let session = self.session.lock().await;
+                if session.id.is_none() {
+                    return;
+                }
+                let last = cursor.last_event_id.as_deref();
+                self.request(Method::GET, None, &session, last).await
+            };
+            match answer {
+                Ok((status, headers, body)) if status.is_success() && is_event_stream(&headers) => {
+                    let opened = std::time::Instant::now();
+                    let mut events = SseReader::new(body, self.max_line);
+                    loop {
+                        match events.next().await {
+                            Ok(Some(event)) => {
+                                cursor.note(&event);
+                                fruitless = 0;
+                                if let Some(data) = event.data {
+                                    self.send_up(data).await;
+                                }
+                            }
+                            Ok(None) => break,
+                            Err(err) => {
+                                tracing::debug!(server = %self.name, %err, "the upstream's GET stream broke");
+                                break;
+                            }
+                        }
+                    }
+                    // A quiet stream that stayed open a while was healthy, not a failure.
+                    if opened.elapsed() >= HEALTHY_STREAM {
+                        fruitless = 0;
+                    }
+                }
+                Ok((status, ..)) => {
+                    tracing::debug!(server = %self.name, %status, "the upstream offers no GET stream");
+                    return;
+                }
+                Err(err) => {
+                    tracing::debug!(server = %self.name, %err, "the upstream's GET stream failed");
+                }
+            }
+            fruitless += 1;
+            if fruitless > MAX_RESUMES || self.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            tokio::time::sleep(cursor.delay()).await;
+            if self.closed.load(Ordering::SeqCst) {
+                return;
+            }
+        }
+    }
+
     /// Ends the session on the server (`DELETE`), when the proxy's session ends.
     async fn end_session(&self) {
+        self.closed.store(true, Ordering::SeqCst);
         let session = self.session.lock().await;
         if session.id.is_some() {
-            let _ = self.request(Method::DELETE, None, &session).await;
+            let _ = self.request(Method::DELETE, None, &session, None).await;
         }
     }
 
@@ -433,14 +557,16 @@ impl Client {
         line: &str,
         session: &SessionState,
     ) -> Result<(StatusCode, hyper::HeaderMap, hyper::body::Incoming), String> {
-        self.request(Method::POST, Some(line), session).await
+        self.request(Method::POST, Some(line), session, None).await
     }
 
+    /// One HTTP request to the endpoint (`Last-Event-ID: last_event_id` when resuming).
     async fn request(
         &self,
         method: Method,
         line: Option<&str>,
         session: &SessionState,
+        last_event_id: Option<&str>,
     ) -> Result<(StatusCode, hyper::HeaderMap, hyper::body::Incoming), String> {
         let mut builder = Request::builder()
             .method(method.clone())
@@ -455,6 +581,9 @@ impl Client {
         }
         if let Some(version) = &session.protocol_version {
             builder = builder.header("mcp-protocol-version", version);
+        }
+        if let Some(last) = last_event_id {
+            builder = builder.header("last-event-id", last);
         }
         for (name, value) in &self.headers {
             builder = builder.header(name, value);
@@ -595,8 +724,8 @@ async fn read_messages(
     if is_event_stream(headers) {
         let mut events = SseReader::new(body, max_line);
         let mut out = Vec::new();
-        while let Some(data) = events.next().await? {
-            out.push(data);
+        while let Some(event) = events.next().await? {
+            out.extend(event.data);
         }
         return Ok(out);
     }
@@ -619,62 +748,17 @@ async fn read_messages(
     }
 }
 
-/// Reads server-sent events from a body, yielding each event's data (one JSON-RPC message).
-struct SseReader {
-    body: hyper::body::Incoming,
-    buffer: Vec<u8>,
-    max_line: usize,
-}
-
-impl SseReader {
-    fn new(body: hyper::body::Incoming, max_line: usize) -> Self {
-        Self {
-            body,
-            buffer: Vec::new(),
-            max_line,
-        }
-    }
-
-    /// The next event's data; `None` at the end of the stream.
-    async fn next(&mut self) -> Result<Option<String>, String> {
-        loop {
-            if let Some(end) = find_event_end(&self.buffer) {
-                let event: Vec<u8> = self.buffer.drain(..end.0 + end.1).collect();
-                let text = String::from_utf8_lossy(&event[..end.0]).into_owned();
-                let data: Vec<&str> = text
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                    .collect();
-                if data.is_empty() || data.iter().all(|d| d.trim().is_empty()) {
-                    continue; // a comment, a `retry:` or a priming event
-                }
-                return Ok(Some(data.join("\n")));
-            }
-            if self.buffer.len() > self.max_line {
-                return Err("an event over the size limit".to_owned());
-            }
-            match self.body.frame().await {
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        self.buffer.extend_from_slice(&data);
-                    }
-                }
-                Some(Err(err)) => return Err(format!("the event stream broke: {err}")),
-                None => return Ok(None),
-            }
-        }
-    }
-}
-
-/// Where the first event in `buffer` ends: its length and the blank line's length.
-fn find_event_end(buffer: &[u8]) -> Option<(usize, usize)> {
-    let lf = memchr::memmem::find(buffer, b"\n\n").map(|i| (i, 2));
-    let crlf = memchr::memmem::find(buffer, b"\r\n\r\n").map(|i| (i, 4));
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-        (a, b) => a.or(b),
-    }
+/// Whether `line` is the answer (a result or an error) to the request whose id is `wanted`.
+fn answers(line: &str, wanted: Option<&serde_json::Value>) -> bool {
+    let Some(wanted) = wanted else {
+        return false;
+    };
+    let id = match Message::parse(line) {
+        Ok(Message::Result { id, .. }) => id,
+        Ok(Message::Error { id: Some(id), .. }) => id,
+        _ => return false,
+    };
+    serde_json::from_str::<serde_json::Value>(id).is_ok_and(|id| id == *wanted)
 }
 
 #[cfg(test)]
@@ -706,9 +790,18 @@ mod tests {
     }
 
     #[test]
-    fn events_end_at_a_blank_line() {
-        assert_eq!(find_event_end(b"data: {}\n\nrest"), Some((8, 2)));
-        assert_eq!(find_event_end(b"data: {}\r\n\r\n"), Some((8, 4)));
-        assert_eq!(find_event_end(b"data: {"), None);
+    fn only_the_requests_own_result_or_error_answers_it() {
+        let wanted = serde_json::json!(7);
+        let answer = |line: &str| answers(line, Some(&wanted));
+        assert!(answer(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#));
+        assert!(answer(
+            r#"{"jsonrpc":"2.0","id": 7 ,"error":{"code":1,"message":"x"}}"#
+        ));
+        assert!(!answer(r#"{"jsonrpc":"2.0","id":"7","result":{}}"#));
+        assert!(!answer(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#));
+        assert!(!answer(
+            r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#
+        ));
+        assert!(!answers(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#, None));
     }
 }

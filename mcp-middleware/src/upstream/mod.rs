@@ -8,6 +8,7 @@ mod env_refs;
 mod environment;
 mod http;
 mod set;
+mod sse;
 mod stdio;
 
 use std::fmt;

@@ -48,6 +48,24 @@ impl Conn {
             .await
             .expect("connect in time")
             .expect("connect");
+        Self::over(addr, stream)
+    }
+
+    /// Connects from the local address `source` (any of 127.0.0.0/8 on loopback), so one
+    /// machine can be several clients.
+    pub async fn connect_from(addr: SocketAddr, source: std::net::IpAddr) -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        socket
+            .bind(SocketAddr::new(source, 0))
+            .expect("bind the source address");
+        let stream = tokio::time::timeout(WAIT, socket.connect(addr))
+            .await
+            .expect("connect in time")
+            .expect("connect");
+        Self::over(addr, stream)
+    }
+
+    fn over(addr: SocketAddr, stream: TcpStream) -> Self {
         stream.set_nodelay(true).expect("nodelay");
         let (read, writer) = stream.into_split();
         Self {
