@@ -75,7 +75,8 @@ pub mod prelude {
         GetPromptResult, JsonObject, ListPromptsResult, ListResourcesResult, ListToolsResult,
         PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResult, Tool,
     };
-    pub use crate::{Context, HookResult, Next, proxy_model};
+    pub use crate::upstream::StdioServer;
+    pub use crate::{Context, HookResult, Next, Proxy, proxy_model};
     pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};
 }
