@@ -20,6 +20,8 @@
 //! }
 //! ```
 //!
+//! New here? The [`tutorial`] writes, composes, tests and runs a model.
+//!
 //! ## Where things live
 //!
 //! - [`proxy`]: the entry point, [`Proxy`].
@@ -51,6 +53,7 @@ pub mod registry;
 pub mod routing;
 mod session;
 pub mod transport;
+pub mod tutorial;
 mod unknown_fields;
 pub mod upstream;
 
