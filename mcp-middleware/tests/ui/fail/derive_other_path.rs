@@ -1,12 +1,13 @@
-// A derive named like schemars' but on another path is not schemars': the model gets no
-// `#[schemars(crate = ..)]` for it, so the only error is the unresolved path itself.
+// A derive named like serde's but on another path is not serde's: the model adds no
+// `#[serde(crate = ..)]` for it (which would be a second error, an unknown `serde` attribute),
+// so the only error is the unresolved path itself.
 use mcp_middleware::prelude::*;
 
 #[proxy_model]
 pub mod focused {
-    #[derive(Debug, Default, Deserialize, not_schemars::JsonSchema)]
-    pub struct Config {
-        pub level: u8,
+    #[derive(Debug, not_serde::Serialize)]
+    pub struct Note {
+        pub text: String,
     }
 }
 
