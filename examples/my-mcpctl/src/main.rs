@@ -7,8 +7,8 @@
 //! ```
 #![forbid(unsafe_code)]
 
-// The model lives in this crate, so linking the binary links its `inventory` registration.
-mod focused;
+// The models live in this crate, so linking the binary links their `inventory` registrations.
+mod models;
 
 fn main() -> std::process::ExitCode {
     mcpctl::run()

@@ -113,7 +113,11 @@ fn a_session_through_the_custom_model_is_gated_paged_and_recalls_its_intent() {
     assert!(steps[2].contains("begin_session"), "refused: {}", steps[2]);
     assert!(!steps[2].contains("called t"), "{}", steps[2]);
     // Open: the upstream's tools, paginate's `read_page`, and the intent recalled.
-    assert!(steps[4].contains("\nt ") && steps[4].contains("read_page"), "{}", steps[4]);
+    assert!(
+        steps[4].contains("\nt ") && steps[4].contains("read_page"),
+        "{}",
+        steps[4]
+    );
     assert!(steps[5].contains("fix the login bug"), "{}", steps[5]);
     assert!(steps[6].contains("called t"), "{}", steps[6]);
 }

@@ -1,4 +1,4 @@
-//! The `focused` model: the stock `gate` and `paginate`, plus a tool that says what the session
+//! This crate's models. `focused`: the stock `gate` and `paginate`, plus a tool that says what the session
 //! was opened for.
 
 use mcp_middleware::prelude::*;
