@@ -40,6 +40,11 @@ impl Hook {
         }
     }
 
+    /// The type of the second parameter (`params`, `content`), as [`type_text`] renders it.
+    pub(crate) fn params(&self) -> Option<&'static str> {
+        (self.kind != Kind::Session).then_some(self.params)
+    }
+
     /// The signature a model's function must have, for error messages.
     pub(crate) fn signature(&self) -> String {
         let name = self.name;
@@ -189,6 +194,69 @@ pub(crate) const HOOKS: &[Hook] = &[
         output: "()",
     },
 ];
+
+/// `ty` as the catalogue writes types: the last segment of each path with its type arguments
+/// (`rmcp::model::CallToolRequestParams` is `CallToolRequestParams`, `Option<P>` stays so).
+pub(crate) fn type_text(ty: &syn::Type) -> String {
+    match ty {
+        syn::Type::Path(path) if path.qself.is_none() => {
+            let Some(last) = path.path.segments.last() else {
+                return String::new();
+            };
+            let mut text = last.ident.to_string();
+            if let syn::PathArguments::AngleBracketed(args) = &last.arguments {
+                let args: Vec<String> = args
+                    .args
+                    .iter()
+                    .map(|arg| match arg {
+                        syn::GenericArgument::Type(ty) => type_text(ty),
+                        syn::GenericArgument::Lifetime(lifetime) => lifetime.to_string(),
+                        _ => String::from("_"),
+                    })
+                    .collect();
+                text = format!("{text}<{}>", args.join(", "));
+            }
+            text
+        }
+        syn::Type::Paren(inner) => type_text(&inner.elem),
+        syn::Type::Group(inner) => type_text(&inner.elem),
+        _ => String::new(),
+    }
+}
+
+/// Whether `text` (from [`type_text`]) is the params type of some hook.
+pub(crate) fn is_params_type(text: &str) -> bool {
+    HOOKS
+        .iter()
+        .any(|hook| hook.params().is_some_and(|params| params == text))
+}
+
+/// The marker of `Next<'_, hooks::Marker>`: the last segment of its type argument.
+pub(crate) fn next_marker(ty: &syn::Type) -> Option<String> {
+    let syn::Type::Path(path) = ty else {
+        return None;
+    };
+    let last = path.path.segments.last()?;
+    if last.ident != "Next" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    args.args.iter().find_map(|arg| match arg {
+        syn::GenericArgument::Type(syn::Type::Path(marker)) => {
+            marker.path.segments.last().map(|s| s.ident.to_string())
+        }
+        _ => None,
+    })
+}
+
+/// Whether `name` is the marker type of some request hook.
+pub(crate) fn is_marker(name: &str) -> bool {
+    HOOKS
+        .iter()
+        .any(|hook| hook.kind == Kind::Request && hook.id == name)
+}
 
 /// The hook called `name`.
 pub(crate) fn find(name: &str) -> Option<&'static Hook> {

@@ -2,9 +2,12 @@
 //! observers, `chain` and `extends`. Each mistake becomes an error under its own tokens with a
 //! hint; what passes becomes a [`Model`] for `expand`.
 //!
-//! What the macro cannot see is left to the compiler: parameter and result types (the generated
-//! calls carry the user's spans, so a mismatch points at the user's signature), and conflicts
-//! between parents, which are evaluated in constants (`mcp_middleware::model::compose`).
+//! A parameter that names another hook's type (`GetPromptRequestParams` in `on_tool_call`, or
+//! `Next<'_, hooks::PromptGet>`) is reported here, reading forward: what the hook takes, then
+//! what was found. What the macro cannot see is left to the compiler: other parameter types and
+//! result types (the generated calls carry the user's spans, so a mismatch points at the user's
+//! signature), and conflicts between parents, which are evaluated in constants
+//! (`mcp_middleware::model::compose`).
 
 use std::collections::HashSet;
 
@@ -12,7 +15,7 @@ use syn::{FnArg, Ident, Signature, Type};
 
 use crate::ast::{self, Func, Module, Role};
 use crate::attr::{self, Args};
-use crate::catalogue::{self, Hook};
+use crate::catalogue::{self, Hook, Kind};
 use crate::ctxt::Errors;
 
 /// A model whose parts passed the checks.
@@ -121,12 +124,56 @@ fn check_hook(hook: &'static Hook, func: &Func, model: &mut Model, errors: &mut 
         );
         ok = false;
     }
+    if ok && !param_types(hook, sig, errors) {
+        ok = false;
+    }
     if ok {
         model.hooks.push(HookFn {
             hook,
             sig: sig.clone(),
         });
     }
+}
+
+/// Checks the types of a hook's parameters that name a different hook's types, and says what
+/// the hook takes (rustc, checking the generated call, would report the user's type as the
+/// expected one). Types the catalogue does not know (an alias, a typo) are left to rustc.
+/// Whether they were right.
+fn param_types(hook: &Hook, sig: &Signature, errors: &mut Errors) -> bool {
+    let mut ok = true;
+    let typed = |index: usize| match sig.inputs.iter().nth(index) {
+        Some(syn::FnArg::Typed(arg)) => Some(&*arg.ty),
+        _ => None,
+    };
+    if let (Some(expected), Some(ty)) = (hook.params(), typed(1)) {
+        let found = catalogue::type_text(ty);
+        if found != expected && catalogue::is_params_type(&found) {
+            errors.spanned(
+                ty,
+                format!(
+                    "`{}` takes `{expected}` as its second parameter, found `{found}`",
+                    hook.name
+                ),
+            );
+            ok = false;
+        }
+    }
+    if hook.kind == Kind::Request
+        && let Some(ty) = typed(2)
+        && let Some(marker) = catalogue::next_marker(ty)
+        && marker != hook.id
+        && catalogue::is_marker(&marker)
+    {
+        errors.spanned(
+            ty,
+            format!(
+                "`{}` takes `Next<'_, hooks::{}>` as its third parameter, found `Next<'_, hooks::{marker}>`",
+                hook.name, hook.id
+            ),
+        );
+        ok = false;
+    }
+    ok
 }
 
 fn unknown_hook(ident: &Ident, errors: &mut Errors) {

@@ -7,8 +7,10 @@
 //!   `observe` for its `#[observer]`s;
 //! - hidden constants for what only the module can name: its tools' descriptors (the argument
 //!   types may be private to it) and its `Config` / `State` descriptors;
+//! - `use <crate>::prelude::*;` first, so the `use` outside the module is the only one needed;
 //! - `#[serde(crate = ..)]` / `#[schemars(crate = ..)]` on its types that derive serde or
-//!   schemars traits, so a crate that depends on `mcp-middleware` alone compiles.
+//!   schemars traits (recognised by path), so a crate that depends on `mcp-middleware` alone
+//!   compiles.
 //!
 //! After the module, in the scope the attribute is written in (where `extends` paths resolve):
 //!
@@ -152,8 +154,8 @@ fn expand(args: &Args, module: Module, model: &Model) -> TokenStream {
     quote!(#item #outer)
 }
 
-/// The module with `dropped` items left out, serde / schemars crate paths set, `generated`
-/// appended and `attrs` added.
+/// The module with `dropped` items left out, the prelude imported, serde / schemars crate paths
+/// set, `generated` appended and `attrs` added.
 pub(crate) fn module_with(
     mut item: ItemMod,
     dropped: &HashSet<usize>,
@@ -170,10 +172,34 @@ pub(crate) fn module_with(
         for item in items.iter_mut() {
             derive_crate_paths(item, krate);
         }
+        // The prelude inside the module, so one `use` outside is enough. A glob import: every
+        // name the module defines or imports itself wins over it. Not when the module imports
+        // it already, or the user's own import would be the one reported unused.
+        if !items.iter().any(imports_prelude) {
+            items.push(Item::Verbatim(quote! {
+                #[allow(unused_imports)]
+                use #krate::prelude::*;
+            }));
+        }
         items.push(Item::Verbatim(generated));
     }
     item.attrs.extend(attrs);
     item
+}
+
+/// Whether `item` is `use ...::prelude::*;` (a `prelude` glob, through any path).
+fn imports_prelude(item: &Item) -> bool {
+    fn prelude_glob(tree: &syn::UseTree) -> bool {
+        match tree {
+            syn::UseTree::Path(path) if path.ident == "prelude" => {
+                matches!(*path.tree, syn::UseTree::Glob(_))
+            }
+            syn::UseTree::Path(path) => prelude_glob(&path.tree),
+            syn::UseTree::Group(group) => group.items.iter().any(prelude_glob),
+            _ => false,
+        }
+    }
+    matches!(item, Item::Use(item) if prelude_glob(&item.tree))
 }
 
 /// `pub struct Model;`, documented.
@@ -453,6 +479,7 @@ fn derive_crate_paths(item: &mut Item, krate: &TokenStream) {
         Item::Union(item) => &mut item.attrs,
         _ => return,
     };
+    let krate = krate.to_string().replace(' ', "");
     let mut derives_serde = false;
     let mut derives_schema = false;
     for attr in attrs.iter().filter(|attr| attr.path().is_ident("derive")) {
@@ -462,14 +489,13 @@ fn derive_crate_paths(item: &mut Item, krate: &TokenStream) {
             continue;
         };
         for path in paths {
-            match path.segments.last().map(|s| s.ident.to_string()).as_deref() {
-                Some("Serialize" | "Deserialize") => derives_serde = true,
-                Some("JsonSchema") => derives_schema = true,
-                _ => {}
+            match derived(&path, &krate) {
+                Some(Derived::Serde) => derives_serde = true,
+                Some(Derived::Schema) => derives_schema = true,
+                None => {}
             }
         }
     }
-    let krate = krate.to_string().replace(' ', "");
     if derives_serde && !names_crate(attrs, "serde") {
         let path = format!("{krate}::__private::serde");
         attrs.push(syn::parse_quote!(#[serde(crate = #path)]));
@@ -477,6 +503,34 @@ fn derive_crate_paths(item: &mut Item, krate: &TokenStream) {
     if derives_schema && !names_crate(attrs, "schemars") {
         let path = format!("{krate}::__private::schemars");
         attrs.push(syn::parse_quote!(#[schemars(crate = #path)]));
+    }
+}
+
+/// Which crate's derive a `#[derive(..)]` path is.
+#[derive(Debug, PartialEq, Eq)]
+enum Derived {
+    Serde,
+    Schema,
+}
+
+/// Recognises serde's and schemars' derives by their whole path: as the prelude names them
+/// (`Deserialize`, also through `<crate>::prelude::`), or through the crates themselves
+/// (`serde::Serialize`, `::schemars::JsonSchema`). Another crate's derive of the same name
+/// (`my_derives::Serialize`) is not theirs.
+fn derived(path: &syn::Path, krate: &str) -> Option<Derived> {
+    let text = quote!(#path).to_string().replace(' ', "");
+    let text = text.trim_start_matches("::");
+    let krate = krate.trim_start_matches("::");
+    let name = text
+        .strip_prefix(krate)
+        .and_then(|rest| rest.strip_prefix("::prelude::"))
+        .unwrap_or(text);
+    match name {
+        "Serialize" | "Deserialize" | "serde::Serialize" | "serde::Deserialize" => {
+            Some(Derived::Serde)
+        }
+        "JsonSchema" | "schemars::JsonSchema" => Some(Derived::Schema),
+        _ => None,
     }
 }
 
@@ -493,4 +547,25 @@ fn names_crate(attrs: &[Attribute], namespace: &str) -> bool {
                     && matches!(&pair[1], proc_macro2::TokenTree::Punct(p) if p.as_char() == '=')
             })
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derives_are_recognised_by_path() {
+        let of = |path: &str| derived(&syn::parse_str(path).unwrap(), "::mcp_middleware");
+        assert_eq!(of("Deserialize"), Some(Derived::Serde));
+        assert_eq!(of("::serde::Serialize"), Some(Derived::Serde));
+        assert_eq!(
+            of("mcp_middleware::prelude::Serialize"),
+            Some(Derived::Serde)
+        );
+        assert_eq!(of("schemars::JsonSchema"), Some(Derived::Schema));
+        assert_eq!(of("JsonSchema"), Some(Derived::Schema));
+        assert_eq!(of("my_derives::Serialize"), None);
+        assert_eq!(of("other::JsonSchema"), None);
+        assert_eq!(of("Debug"), None);
+    }
 }

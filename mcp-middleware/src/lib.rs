@@ -20,6 +20,8 @@
 //! }
 //! ```
 //!
+//! New here? The [`tutorial`] writes, composes, tests and runs a model.
+//!
 //! ## Where things live
 //!
 //! - [`proxy`]: the entry point, [`Proxy`].
@@ -51,6 +53,7 @@ pub mod registry;
 pub mod routing;
 mod session;
 pub mod transport;
+pub mod tutorial;
 mod unknown_fields;
 pub mod upstream;
 
@@ -75,7 +78,8 @@ pub mod prelude {
         GetPromptResult, JsonObject, ListPromptsResult, ListResourcesResult, ListToolsResult,
         PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResult, Tool,
     };
-    pub use crate::{Context, HookResult, Next, proxy_model};
+    pub use crate::upstream::StdioServer;
+    pub use crate::{Context, HookResult, Next, Proxy, proxy_model};
     pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};
 }

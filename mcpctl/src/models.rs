@@ -37,11 +37,15 @@ pub(crate) fn get(output: Output) -> anyhow::Result<()> {
                                 .collect::<Vec<_>>()
                                 .join(","),
                         ),
+                        or_dash(model.observers.join(",")),
                         model.summary.to_owned(),
                     ]
                 })
                 .collect();
-            print_table(&["NAME", "EXTENDS", "HOOKS", "TOOLS", "SUMMARY"], &rows)
+            print_table(
+                &["NAME", "EXTENDS", "HOOKS", "TOOLS", "OBSERVERS", "SUMMARY"],
+                &rows,
+            )
         }
         _ => print_data(
             output,
@@ -60,7 +64,7 @@ pub(crate) fn describe(name: &str, output: Output) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "Name:        {}", model.name)?;
     writeln!(out, "Summary:     {}", model.summary)?;
-    writeln!(out, "Defined in:  {}", model.defined_at)?;
+    writeln!(out, "Crate:       {}", crate_of(model))?;
     writeln!(
         out,
         "Extends:     {}",
@@ -82,12 +86,10 @@ pub(crate) fn describe(name: &str, output: Output) -> anyhow::Result<()> {
         writeln!(out, "  (none)")?;
     }
     for (owner, tool) in tools {
-        writeln!(
-            out,
-            "  {} (from {owner}): {}",
-            tool.name,
-            first_line(tool.description)
-        )?;
+        writeln!(out, "  {} (from {owner}):", tool.name)?;
+        for line in wrap(&first_paragraph(tool.description), DESCRIPTION_WIDTH) {
+            writeln!(out, "    {line}")?;
+        }
     }
     let observers: Vec<String> = layers_of(model)
         .iter()
@@ -99,7 +101,7 @@ pub(crate) fn describe(name: &str, output: Output) -> anyhow::Result<()> {
     for layer in layers_of(model) {
         if let Some(config) = &layer.config {
             any = true;
-            writeln!(out, "  {} ({}):", layer.name, (config.type_name)())?;
+            writeln!(out, "  {}:", layer.name)?;
             let schema = yaml_serde::to_string(&(config.schema)())?;
             for line in schema.lines() {
                 writeln!(out, "    {line}")?;
@@ -125,6 +127,7 @@ fn summary(model: &ModelDescriptor) -> Value {
         "extends": model.parent_names(),
         "hooks": model.hooks.iter().map(|h| h.name()).collect::<Vec<_>>(),
         "tools": model.tools.iter().map(|t| t.name).collect::<Vec<_>>(),
+        "observers": model.observers,
     })
 }
 
@@ -134,7 +137,7 @@ fn description(model: &'static ModelDescriptor) -> Value {
         "name": model.name,
         "summary": model.summary,
         "description": model.docs,
-        "definedIn": model.defined_at,
+        "crate": crate_of(model),
         "extends": model.parent_names(),
         "chain": layers.iter().map(|l| l.name).collect::<Vec<_>>(),
         "hooks": model.hooks.iter().map(|h| h.name()).collect::<Vec<_>>(),
@@ -159,14 +162,15 @@ fn description(model: &'static ModelDescriptor) -> Value {
         "config": layers
             .iter()
             .filter_map(|l| l.config.as_ref().map(|c| (l.name.to_owned(), json!({
-                "type": (c.type_name)(),
                 "schema": (c.schema)(),
             }))))
             .collect::<serde_json::Map<_, _>>(),
+        // Which models keep per-session state (their types' paths are the crates' business).
         "state": layers
             .iter()
-            .filter_map(|l| l.state.as_ref().map(|s| (l.name.to_owned(), json!((s.type_name)()))))
-            .collect::<serde_json::Map<_, _>>(),
+            .filter(|l| l.state.is_some())
+            .map(|l| l.name)
+            .collect::<Vec<_>>(),
     })
 }
 
@@ -194,6 +198,70 @@ fn or_dash(text: String) -> String {
     }
 }
 
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or_default()
+/// The crate that defines `model`. The module path inside it is left out: it can name private
+/// modules (`default_file::default`) that no user can write.
+fn crate_of(model: &ModelDescriptor) -> &'static str {
+    model
+        .defined_at
+        .split("::")
+        .next()
+        .unwrap_or(model.defined_at)
+}
+
+/// How wide `describe` wraps descriptions (after their indent).
+const DESCRIPTION_WIDTH: usize = 88;
+
+/// The first paragraph of `text` (up to a blank line), its lines joined by spaces.
+fn first_paragraph(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .take_while(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `text` in lines of at most `width` characters, broken between words (a longer word gets a
+/// line of its own).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapping_keeps_every_word_and_the_width() {
+        let text = "Opens the session. Call this first, with what you are trying to do: it returns the prompts that fit.";
+        let lines = wrap(text, 30);
+        assert!(
+            lines.iter().all(|line| line.chars().count() <= 30),
+            "{lines:?}"
+        );
+        assert_eq!(lines.join(" "), text);
+        assert_eq!(wrap("", 10), Vec::<String>::new());
+        assert_eq!(
+            wrap("averyveryverylongword x", 5),
+            ["averyveryverylongword", "x"]
+        );
+    }
+
+    #[test]
+    fn the_first_paragraph_is_joined() {
+        assert_eq!(first_paragraph("One\ntwo.\n\nThree."), "One two.");
+    }
 }

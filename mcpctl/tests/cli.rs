@@ -123,3 +123,109 @@ fn config_for_a_model_that_takes_none_stops_the_start() {
     assert!(stderr.contains("MODEL.FIELD=VALUE"), "{stderr}");
     assert!(out.stdout.is_empty());
 }
+
+/// The text of `args`' stdout, after checking that the command succeeded.
+fn stdout_of(args: &[&str]) -> String {
+    let out = mcpctl(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn describe_names_no_internal_module_paths() {
+    for model in ["default", "gate", "paginate", "audit"] {
+        let table = stdout_of(&["describe", "proxymodel", model]);
+        let json = stdout_of(&["describe", "proxymodel", model, "-o", "json"]);
+        // The stock models live in private `*_file` modules; no user can write those paths.
+        for text in [&table, &json] {
+            assert!(!text.contains("_file"), "{model}: {text}");
+        }
+        assert!(
+            table.contains("Crate:       mcp_middleware_models\n"),
+            "{table}"
+        );
+        let described: Value = serde_json::from_str(&json).expect("JSON");
+        assert_eq!(described["crate"], "mcp_middleware_models");
+    }
+    let listed = stdout_of(&["get", "proxymodels", "-o", "json"]);
+    assert!(!listed.contains("_file"), "{listed}");
+}
+
+#[test]
+fn describe_shows_whole_tool_descriptions_wrapped_between_words() {
+    let json = stdout_of(&["describe", "proxymodel", "default", "-o", "json"]);
+    let described: Value = serde_json::from_str(&json).expect("JSON");
+    let table = stdout_of(&["describe", "proxymodel", "default"]);
+    let tools = described["tools"].as_array().expect("tools");
+    assert!(tools.len() >= 3, "{described}");
+    for tool in tools {
+        let name = tool["name"].as_str().expect("name");
+        let owner = tool["model"].as_str().expect("model");
+        let paragraph: Vec<&str> = tool["description"]
+            .as_str()
+            .expect("description")
+            .lines()
+            .map(str::trim)
+            .take_while(|line| !line.is_empty())
+            .collect();
+        let heading = format!("  {name} (from {owner}):\n");
+        let start = table
+            .find(&heading)
+            .unwrap_or_else(|| panic!("{heading}{table}"))
+            + heading.len();
+        let lines: Vec<&str> = table[start..]
+            .lines()
+            .take_while(|line| line.starts_with("    "))
+            .collect();
+        assert!(
+            lines.iter().all(|line| line.len() <= 4 + 88),
+            "wrapped: {lines:?}"
+        );
+        let shown: Vec<&str> = lines.iter().map(|line| line.trim()).collect();
+        assert_eq!(
+            shown.join(" "),
+            paragraph.join(" "),
+            "the whole first paragraph of `{name}`, not a cut line"
+        );
+    }
+}
+
+#[test]
+fn config_schemas_carry_no_rust_code_from_doc_comments() {
+    let json = stdout_of(&["describe", "proxymodel", "gate", "-o", "json"]);
+    let described: Value = serde_json::from_str(&json).expect("JSON");
+    let schema = described["config"]["gate"]["schema"].to_string();
+    assert!(schema.contains("An exact name or a glob."), "{schema}");
+    for code in ["```", "assert!", "use mcp_middleware"] {
+        assert!(!schema.contains(code), "`{code}` in {schema}");
+    }
+    let table = stdout_of(&["describe", "proxymodel", "gate"]);
+    assert!(!table.contains("assert!"), "{table}");
+}
+
+#[test]
+fn get_proxymodels_shows_observers() {
+    let listed = stdout_of(&["get", "proxymodels", "-o", "json"]);
+    let listed: Vec<Value> = serde_json::from_str(&listed).expect("JSON list");
+    let audit = listed
+        .iter()
+        .find(|m| m["name"] == "audit")
+        .expect("audit is listed");
+    assert_eq!(audit["observers"], serde_json::json!(["record"]));
+    let gate = listed.iter().find(|m| m["name"] == "gate").expect("gate");
+    assert_eq!(gate["observers"], serde_json::json!([]));
+
+    let table = stdout_of(&["get", "proxymodels"]);
+    let header = table.lines().next().expect("a header");
+    assert!(header.contains("OBSERVERS"), "{table}");
+    let column = header.find("OBSERVERS").expect("column");
+    let audit_row = table
+        .lines()
+        .find(|line| line.starts_with("audit "))
+        .expect("audit row");
+    assert!(audit_row[column..].starts_with("record"), "{table}");
+}

@@ -20,6 +20,7 @@ pub mod hooks;
 mod layer;
 mod next;
 mod observe;
+mod schema;
 mod tool;
 
 use std::any::{Any, TypeId};
@@ -163,8 +164,7 @@ impl ConfigDescriptor {
 }
 
 fn config_schema<C: schemars::JsonSchema>() -> Value {
-    serde_json::to_value(schemars::SchemaGenerator::default().into_root_schema_for::<C>())
-        .unwrap_or(Value::Null)
+    serde_json::to_value(schema::root_schema_for::<C>()).unwrap_or(Value::Null)
 }
 
 /// A model's config once read: the `Config` value, found again by its type.

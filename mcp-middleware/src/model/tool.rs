@@ -49,7 +49,7 @@ pub(crate) fn list_into(listed: &mut ListToolsResult, tools: &[ToolDescriptor]) 
 
 /// The JSON schema of a tool's argument type, as an object.
 pub fn input_schema<T: schemars::JsonSchema>() -> JsonObject {
-    let schema = schemars::SchemaGenerator::default().into_root_schema_for::<T>();
+    let schema = super::schema::root_schema_for::<T>();
     match serde_json::to_value(schema) {
         Ok(serde_json::Value::Object(mut map)) => {
             // MCP wants an object schema; `$schema` only adds bytes to every listing.

@@ -12,7 +12,7 @@ use mcp_middleware::proxy_model;
 
 /// Marks tool results with `alpha`.
 ///
-/// Defines the tool `shared`, as [`beta`](crate::beta) does.
+/// Defines the tool `shared`, as [`beta`] does.
 #[proxy_model]
 pub mod alpha {
     use mcp_middleware::prelude::*;
@@ -88,7 +88,7 @@ pub mod base {
     }
 }
 
-/// One side of a diamond over [`base`](crate::base).
+/// One side of a diamond over [`base`].
 #[proxy_model(extends = [crate::base])]
 pub mod left {
     use mcp_middleware::prelude::*;
@@ -103,6 +103,6 @@ pub mod left {
     }
 }
 
-/// The other side of a diamond over [`base`](crate::base).
+/// The other side of a diamond over [`base`].
 #[proxy_model(extends = [self::base])]
 pub mod right {}

@@ -1,16 +1,15 @@
+// A parameter of another hook's type: the error says what the hook takes, then what it found.
 use mcp_middleware::prelude::*;
 
 #[proxy_model]
 pub mod focused {
-    use mcp_middleware::prelude::*;
-
-    pub async fn on_tool_call(
+    pub async fn on_prompt_get(
         ctx: &Context,
-        params: GetPromptRequestParams,
-        next: Next<'_, hooks::ToolCall>,
-    ) -> HookResult<CallToolResult> {
+        params: CallToolRequestParams,
+        next: Next<'_, hooks::PromptGet>,
+    ) -> HookResult<GetPromptResult> {
         let _ = (ctx, params, next);
-        Ok(CallToolResult::success(vec![]))
+        Err(ErrorData::internal_error("unreachable", None))
     }
 }
 
