@@ -36,6 +36,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod auth;
+pub mod below;
 pub mod chain;
 pub mod context;
 mod dispatch;
@@ -54,6 +55,7 @@ pub mod transport;
 mod unknown_fields;
 pub mod upstream;
 
+pub use below::Below;
 pub use context::{Context, Downstream, Identity, Upstream};
 pub use error::{ProxyError, UpstreamError};
 pub use mcp_middleware_macros::proxy_model;
