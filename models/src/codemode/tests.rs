@@ -47,11 +47,11 @@ fn methods_are_camel_case_and_collisions_resolve_by_name() {
     assert_eq!(naming::method("get_sum"), "get_sum");
     assert_eq!(naming::method("3d-render"), "_3dRender");
     assert_eq!(naming::method("delete"), "delete", "reserved words are fine after a dot");
-    // `getSum` already is its identifier, so it keeps it; `get-sum` comes second.
+    // `getSum` already is its identifier, so it keeps it; then by name (" " sorts before "-").
     let names = ["get-sum", "getSum", "get sum"];
     assert_eq!(
         naming::assign(&names, naming::method),
-        ["getSum_2", "getSum", "getSum_3"]
+        ["getSum_3", "getSum", "getSum_2"]
     );
 }
 
@@ -117,7 +117,9 @@ fn schemas_become_typescript() {
         assert!(declaration.contains(expected), "{expected:?} missing in\n{declaration}");
     }
     let signature = declare::signature(entry);
-    assert!(signature.starts_with("upstream.shape(args: { count?: number | null; either?: string | { x: number };"), "{signature}");
+    assert!(signature.starts_with("upstream.shape(args: { mode: \"fast\" | \"slow\"; count?: number | null;"), "{signature}");
+    assert!(signature.contains("either?: string | { x: number };"), "{signature}");
+    assert!(signature.ends_with("}): string"), "{signature}");
 
     let mut with_output = tool("out", "Has an output schema", json!({"type": "object"}));
     with_output.output_schema = Some(Arc::new(object(json!({"type": "object", "properties": {"sum": {"type": "number"}}, "required": ["sum"]}))));
