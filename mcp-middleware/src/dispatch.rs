@@ -18,9 +18,7 @@ use crate::chain::Chain;
 use crate::context::{Context, LoopCall, RawOutcome, from_result, to_params};
 use crate::jsonrpc;
 use crate::model::hooks::{self, RequestHook, parse_params};
-use crate::model::{
-    BoxFuture, End, HookId, HookResult, Next, RawNotification, RawRequest, Step,
-};
+use crate::model::{BoxFuture, End, HookId, HookResult, Next, RawNotification, RawRequest, Step};
 use crate::unknown_fields::UnknownFields;
 
 /// A client request through the chain: `on_request` hooks first, then the typed hooks of its
@@ -94,9 +92,7 @@ where
         result_lost: Mutex::new(None),
         hook: PhantomData,
     };
-    let output = Next::<H>::new(steps, &end)
-        .run(ctx, typed)
-        .await?;
+    let output = Next::<H>::new(steps, &end).run(ctx, typed).await?;
     let mut value = serde_json::to_value(&output).map_err(|err| unwritable(H::METHOD, &err))?;
     if let Some(lost) = end.result_lost.lock().ok().and_then(|mut lost| lost.take()) {
         lost.restore(&mut value);

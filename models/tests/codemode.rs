@@ -59,7 +59,12 @@ fn content_upstream() -> StdioServer {
 fn names(listed: &Value) -> Vec<String> {
     listed["result"]["tools"]
         .as_array()
-        .map(|tools| tools.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect())
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -74,7 +79,10 @@ async fn synthetic_tools_below_are_the_proxy_namespace_and_observers_see_inner_c
         .config("paginate", json!({"pageBytes": 1024}));
     let mut client = Client::initialized(proxy).await;
     let listed = client.request("tools/list", json!({})).await;
-    assert_eq!(names(&listed), ["overview", "search_tools", "inspect", "execute"]);
+    assert_eq!(
+        names(&listed),
+        ["overview", "search_tools", "inspect", "execute"]
+    );
 
     let code = r#"
         const first: string = await upstream.plain_text({ bytes: 5000 });
@@ -85,11 +93,17 @@ async fn synthetic_tools_below_are_the_proxy_namespace_and_observers_see_inner_c
     let answer = client.call_tool("execute", json!({"code": code})).await;
     assert_ne!(answer["result"]["isError"], true, "{answer}");
     let value: Value = serde_json::from_str(&first_text(&answer)).expect("JSON result");
-    assert_eq!(value["hasFooter"], true, "paginate, below code mode, cut the inner result: {value}");
+    assert_eq!(
+        value["hasFooter"], true,
+        "paginate, below code mode, cut the inner result: {value}"
+    );
     assert!(value["second"].as_u64().unwrap_or(0) > 0, "{value}");
 
     let hidden = client
-        .call_tool("execute", json!({"code": "return await upstream.nope({});"}))
+        .call_tool(
+            "execute",
+            json!({"code": "return await upstream.nope({});"}),
+        )
         .await;
     assert_eq!(hidden["result"]["isError"], true);
     client.close().await.expect("closed");
@@ -102,16 +116,22 @@ async fn synthetic_tools_below_are_the_proxy_namespace_and_observers_see_inner_c
         // Refused before anything reached the upstream: the library calls that `rejected`.
         "tools/call execute rejected",
     ] {
-        assert!(seen.iter().any(|line| line == expected), "{expected:?} not in {seen:?}");
+        assert!(
+            seen.iter().any(|line| line == expected),
+            "{expected:?} not in {seen:?}"
+        );
     }
 }
 
 #[tokio::test]
 async fn code_mode_behind_the_gate_opens_with_begin_session() {
-    let mut client = Client::initialized(Proxy::new(content_upstream()).model::<gated_code::Model>()).await;
+    let mut client =
+        Client::initialized(Proxy::new(content_upstream()).model::<gated_code::Model>()).await;
     let listed = client.request("tools/list", json!({})).await;
     assert_eq!(names(&listed), ["begin_session"]);
-    let refused = client.call_tool("execute", json!({"code": "return 1;"})).await;
+    let refused = client
+        .call_tool("execute", json!({"code": "return 1;"}))
+        .await;
     assert_eq!(refused["result"]["isError"], true, "{refused}");
     let opened = client
         .call_tool("begin_session", json!({"intent": "run some code"}))
@@ -120,11 +140,16 @@ async fn code_mode_behind_the_gate_opens_with_begin_session() {
     let listed = client.request("tools/list", json!({})).await;
     let listed = names(&listed);
     assert!(
-        ["overview", "search_tools", "inspect", "execute"].iter().all(|t| listed.contains(&(*t).to_owned())),
+        ["overview", "search_tools", "inspect", "execute"]
+            .iter()
+            .all(|t| listed.contains(&(*t).to_owned())),
         "{listed:?}"
     );
     let answer = client
-        .call_tool("execute", json!({"code": "return await upstream.echo_text({ text: 'gated' });"}))
+        .call_tool(
+            "execute",
+            json!({"code": "return await upstream.echo_text({ text: 'gated' });"}),
+        )
         .await;
     assert_ne!(answer["result"]["isError"], true, "{answer}");
     client.close().await.expect("closed");

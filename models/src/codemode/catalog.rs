@@ -12,6 +12,7 @@
 //!   `proxy`.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use mcp_middleware::Project;
 use mcp_middleware::types::{JsonObject, Tool};
@@ -59,9 +60,12 @@ pub(crate) struct Namespace {
 }
 
 /// Every namespace of a session, in the project's server order (then `proxy`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Catalog {
     pub(crate) namespaces: Vec<Namespace>,
+    /// Each tool's compiled input schema (in [`Catalog::entries`] order), made on first use:
+    /// compiling is the dearest part of a call, so it is done once per session and tool.
+    validators: Vec<OnceLock<Option<jsonschema::Validator>>>,
 }
 
 impl Catalog {
@@ -82,8 +86,9 @@ impl Catalog {
             } else {
                 match &separator {
                     None => (0, name.to_owned()),
-                    Some(separator) => split(name, &servers, separator)
-                        .unwrap_or((proxy_index, name.to_owned())),
+                    Some(separator) => {
+                        split(name, &servers, separator).unwrap_or((proxy_index, name.to_owned()))
+                    }
                 }
             };
             grouped.entry(index).or_default().push((original, tool));
@@ -132,8 +137,29 @@ impl Catalog {
                     tools: entries,
                 })
             })
-            .collect();
-        Self { namespaces }
+            .collect::<Vec<Namespace>>();
+        let count = namespaces.iter().map(|ns| ns.tools.len()).sum();
+        Self {
+            namespaces,
+            validators: (0..count).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The validator of the tool at `index` (in [`Catalog::entries`] order); `None` when its
+    /// schema cannot be compiled (the call is then not checked here, only by the server).
+    pub(crate) fn validator(&self, index: usize) -> Option<&jsonschema::Validator> {
+        let entry = self.entries().nth(index)?;
+        self.validators
+            .get(index)?
+            .get_or_init(|| {
+                let schema = serde_json::Value::Object(entry.input_schema.clone());
+                jsonschema::validator_for(&schema)
+                    .inspect_err(|err| {
+                        tracing::debug!(tool = %entry.listed, %err, "input schema not usable for validation");
+                    })
+                    .ok()
+            })
+            .as_ref()
     }
 
     /// The namespace called `name`.
@@ -202,7 +228,9 @@ fn split(name: &str, servers: &[String], separator: &str) -> Option<(usize, Stri
         .iter()
         .enumerate()
         .filter_map(|(index, server)| {
-            let rest = name.strip_prefix(server.as_str())?.strip_prefix(separator)?;
+            let rest = name
+                .strip_prefix(server.as_str())?
+                .strip_prefix(separator)?;
             Some((server.len(), index, rest))
         })
         .max_by_key(|(len, _, _)| *len)

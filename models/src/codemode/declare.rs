@@ -151,7 +151,11 @@ impl<'s> Writer<'s> {
         let mut members: Vec<(Option<&str>, String)> = Vec::new();
         if let Some(Value::Object(properties)) = map.get("properties") {
             for (name, schema) in properties {
-                let optional = if required.contains(&name.as_str()) { "" } else { "?" };
+                let optional = if required.contains(&name.as_str()) {
+                    ""
+                } else {
+                    "?"
+                };
                 let ty = self.ty(schema, depth + 1, indent + 1);
                 let description = schema.get("description").and_then(Value::as_str);
                 members.push((description, format!("{}{optional}: {ty}", key(name))));
@@ -318,7 +322,11 @@ pub(crate) fn declaration(entry: &Entry) -> String {
         doc.push_str("\n@returns the tool's text (its structuredContent when it sends one)");
     }
     push_doc(&mut out, doc.trim(), "  ");
-    let optional = if no_properties(&input) && !required_any(&input) { "?" } else { "" };
+    let optional = if no_properties(&input) && !required_any(&input) {
+        "?"
+    } else {
+        ""
+    };
     let _ = writeln!(
         out,
         "  function {}(args{optional}: {args}): Promise<{result}>;",
@@ -336,7 +344,10 @@ fn required_any(schema: &Value) -> bool {
 
 /// `declare namespace NAME { ... }` around declarations.
 pub(crate) fn namespace_block(name: &str, declarations: &[String]) -> String {
-    format!("declare namespace {name} {{\n{}}}\n", declarations.join("\n"))
+    format!(
+        "declare namespace {name} {{\n{}}}\n",
+        declarations.join("\n")
+    )
 }
 
 fn push_doc(out: &mut String, text: &str, pad: &str) {

@@ -10,22 +10,23 @@
 //! progress reaches the client as progress of `execute`; dropping the execute (the client
 //! cancels it) drops the inner calls, which cancels them upstream, and stops the sandbox.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use mcp_middleware::{Below, Context};
 use mcp_middleware::types::{
     CallToolRequestParams, CallToolResult, ContentBlock, JsonObject, RequestMetaObject,
 };
+use mcp_middleware::{Below, Context};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::catalog::{Catalog, Entry};
-use super::sandbox::{self, Failure, Finished, Limits, Log, NamespaceSpec, Reply, ToHost, ToolSpec};
+use super::sandbox::{
+    self, Failure, Finished, Limits, Log, NamespaceSpec, Reply, ToHost, ToolSpec,
+};
 use super::script::{self, Script};
 
 /// The limits of one execute, from the model's config.
@@ -110,7 +111,6 @@ pub(crate) async fn execute(
         Err(err) => return failed(format!("the sandbox could not start: {err}"), &[], false),
     };
     let below = ctx.below(model);
-    let mut validators: HashMap<usize, Option<jsonschema::Validator>> = HashMap::new();
     let mut in_flight: FuturesUnordered<InnerCall<'_>> = FuturesUnordered::new();
     let mut queued: Vec<(u32, CallToolRequestParams)> = Vec::new();
     let mut calls = 0usize;
@@ -133,7 +133,7 @@ pub(crate) async fn execute(
                         )) });
                         continue;
                     }
-                    let arguments = match check_arguments(entry, tool, &arguments, &mut validators) {
+                    let arguments = match check_arguments(entry, catalog.validator(tool), &arguments) {
                         Ok(arguments) => arguments,
                         Err(message) => {
                             let _ = reply.send(Reply { id, outcome: Err(message) });
@@ -185,38 +185,31 @@ fn inner_call<'a>(below: &'a Below<'a>, id: u32, params: CallToolRequestParams) 
 /// The arguments of a call, checked against the tool's input schema.
 fn check_arguments(
     entry: &Entry,
-    tool: usize,
+    validator: Option<&jsonschema::Validator>,
     arguments: &str,
-    validators: &mut HashMap<usize, Option<jsonschema::Validator>>,
 ) -> Result<JsonObject, String> {
     let qualified = format!("{}.{}", entry.namespace, entry.method);
     let value: Value = serde_json::from_str(arguments)
         .map_err(|err| format!("{qualified}: the arguments are not JSON: {err}"))?;
-    let Value::Object(object) = value else {
+    if !value.is_object() {
         return Err(format!(
             "{qualified} takes one object of named arguments, not {}",
             kind(&value)
         ));
-    };
-    let validator = validators.entry(tool).or_insert_with(|| {
-        let schema = Value::Object(entry.input_schema.clone());
-        jsonschema::validator_for(&schema)
-            .inspect_err(|err| {
-                tracing::debug!(tool = %qualified, %err, "input schema not usable for validation");
-            })
-            .ok()
-    });
+    }
     if let Some(validator) = validator {
-        let instance = Value::Object(object);
         let problems: Vec<String> = validator
-            .iter_errors(&instance)
+            .iter_errors(&value)
             .take(5)
             .map(|error| {
                 let path = error.instance_path().to_string();
                 if path.is_empty() {
                     error.to_string()
                 } else {
-                    format!("`{}`: {error}", path.trim_start_matches('/').replace('/', "."))
+                    format!(
+                        "`{}`: {error}",
+                        path.trim_start_matches('/').replace('/', ".")
+                    )
                 }
             })
             .collect();
@@ -226,12 +219,11 @@ fn check_arguments(
                 problems.join("; ")
             ));
         }
-        let Value::Object(object) = instance else {
-            unreachable!("built as an object above")
-        };
-        return Ok(object);
     }
-    Ok(object)
+    match value {
+        Value::Object(object) => Ok(object),
+        _ => Err(format!("{qualified} takes one object of named arguments")),
+    }
 }
 
 fn kind(value: &Value) -> &'static str {
@@ -281,7 +273,11 @@ fn answer(finished: Finished, script: &Script, budget: Budget, calls: usize) -> 
     let text = match outcome {
         Ok(text) => text,
         Err(failure) => {
-            return failed(describe(failure, script, budget, calls), &logs, logs_truncated);
+            return failed(
+                describe(failure, script, budget, calls),
+                &logs,
+                logs_truncated,
+            );
         }
     };
     let (shown, truncated) = cut(&text, budget.max_output_bytes);

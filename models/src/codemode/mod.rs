@@ -195,7 +195,10 @@ pub mod codemode {
                     max_concurrent_calls: config.max_concurrent_calls,
                 };
                 let catalog = catalog(ctx).await?;
-                Ok(execute::execute(ctx, name(), &catalog, code, dry_run, budget, params.meta).await)
+                Ok(
+                    execute::execute(ctx, name(), &catalog, code, dry_run, budget, params.meta)
+                        .await,
+                )
             }
             other => Ok(tools::error(format!(
                 "unknown tool `{other}`: this proxy offers `overview`, `search_tools`, `inspect` \
@@ -214,7 +217,8 @@ pub mod codemode {
         let mut cursor = None;
         // Bounded, so a server that always returns a cursor cannot keep this going.
         for _ in 0..100 {
-            let params = cursor.map(|cursor| PaginatedRequestParams::default().with_cursor(Some(cursor)));
+            let params =
+                cursor.map(|cursor| PaginatedRequestParams::default().with_cursor(Some(cursor)));
             let page = below.list_tools(params).await?;
             listed.extend(page.tools);
             cursor = page.next_cursor;
@@ -310,7 +314,12 @@ pub mod codemode {
             None if namespaces <= 2 && !instructions.starts_with("Server `") => instructions,
             None => "",
         };
-        let line = own.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+        // The first line of prose: Markdown headings are titles, not summaries.
+        let line = own
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#'))
+            .unwrap_or("");
         let title = if namespaces <= 2 {
             title.clone().unwrap_or_else(|| name.clone())
         } else {

@@ -25,14 +25,78 @@ pub(crate) const PROXY: &str = "proxy";
 
 /// Words a namespace or method cannot be, or would shadow in the sandbox.
 const RESERVED: &[&str] = &[
-    "await", "break", "case", "catch", "class", "const", "continue", "debugger", "default",
-    "delete", "do", "else", "enum", "export", "extends", "false", "finally", "for", "function",
-    "if", "import", "in", "instanceof", "let", "new", "null", "return", "static", "super",
-    "switch", "this", "throw", "true", "try", "typeof", "var", "void", "while", "with", "yield",
-    "implements", "interface", "package", "private", "protected", "public", "arguments", "eval",
-    "undefined", "NaN", "Infinity", "globalThis", "console", "JSON", "Math", "Object", "Array",
-    "String", "Number", "Boolean", "Promise", "Error", "Date", "RegExp", "Map", "Set", "Symbol",
-    "BigInt", "Reflect", "Proxy", "proxy", "upstream",
+    "await",
+    "break",
+    "case",
+    "catch",
+    "class",
+    "const",
+    "continue",
+    "debugger",
+    "default",
+    "delete",
+    "do",
+    "else",
+    "enum",
+    "export",
+    "extends",
+    "false",
+    "finally",
+    "for",
+    "function",
+    "if",
+    "import",
+    "in",
+    "instanceof",
+    "let",
+    "new",
+    "null",
+    "return",
+    "static",
+    "super",
+    "switch",
+    "this",
+    "throw",
+    "true",
+    "try",
+    "typeof",
+    "var",
+    "void",
+    "while",
+    "with",
+    "yield",
+    "implements",
+    "interface",
+    "package",
+    "private",
+    "protected",
+    "public",
+    "arguments",
+    "eval",
+    "undefined",
+    "NaN",
+    "Infinity",
+    "globalThis",
+    "console",
+    "JSON",
+    "Math",
+    "Object",
+    "Array",
+    "String",
+    "Number",
+    "Boolean",
+    "Promise",
+    "Error",
+    "Date",
+    "RegExp",
+    "Map",
+    "Set",
+    "Symbol",
+    "BigInt",
+    "Reflect",
+    "Proxy",
+    "proxy",
+    "upstream",
 ];
 
 /// Whether `name` is a valid (ASCII) JavaScript identifier name: what can follow a `.`.
@@ -73,7 +137,11 @@ pub(crate) fn method(tool: &str) -> String {
         return tool.to_owned();
     }
     let mut out = String::new();
-    for (index, part) in tool.split(|c| !word_char(c)).filter(|p| !p.is_empty()).enumerate() {
+    for (index, part) in tool
+        .split(|c| !word_char(c))
+        .filter(|p| !p.is_empty())
+        .enumerate()
+    {
         if index == 0 {
             out.push_str(part);
         } else {

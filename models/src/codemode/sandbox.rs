@@ -251,14 +251,17 @@ fn run(
             let host_call = {
                 let outstanding = outstanding.clone();
                 let to_host = to_host.clone();
-                Function::new(ctx.clone(), move |id: u32, tool: usize, arguments: String| {
-                    outstanding.set(outstanding.get() + 1);
-                    let _ = to_host.send(ToHost::Call {
-                        id,
-                        tool,
-                        arguments,
-                    });
-                })
+                Function::new(
+                    ctx.clone(),
+                    move |id: u32, tool: usize, arguments: String| {
+                        outstanding.set(outstanding.get() + 1);
+                        let _ = to_host.send(ToHost::Call {
+                            id,
+                            tool,
+                            arguments,
+                        });
+                    },
+                )
                 .map_err(|e| failure(&ctx, e))?
             };
             let host_log = {
@@ -276,8 +279,8 @@ fn run(
                 })
                 .map_err(|e| failure(&ctx, e))?
             };
-            let spec = serde_json::to_string(namespaces)
-                .map_err(|e| Failure::Engine(e.to_string()))?;
+            let spec =
+                serde_json::to_string(namespaces).map_err(|e| Failure::Engine(e.to_string()))?;
             let spec: Value = ctx.json_parse(spec).map_err(|e| failure(&ctx, e))?;
             let prelude: Function = ctx
                 .eval_with_options(PRELUDE, options("prelude.js"))

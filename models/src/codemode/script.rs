@@ -59,7 +59,7 @@ impl Script {
                 .unwrap_or_default();
             return Err(Refused(format!(
                 "SyntaxError at {}: {}",
-                position(source, at as u32),
+                position(source, at),
                 error.message
             )));
         }
@@ -85,10 +85,14 @@ impl Script {
             return Err(Refused(check.errors.join("\n")));
         }
         let unknown_globals = check.unknown_globals;
-        let transformed = Transformer::new(&allocator, Path::new(FILE), &TransformOptions::default())
-            .build_with_scoping(scoping, &mut program);
+        let transformed =
+            Transformer::new(&allocator, Path::new(FILE), &TransformOptions::default())
+                .build_with_scoping(scoping, &mut program);
         if let Some(error) = transformed.diagnostics.first() {
-            return Err(Refused(format!("the snippet could not be compiled: {}", error.message)));
+            return Err(Refused(format!(
+                "the snippet could not be compiled: {}",
+                error.message
+            )));
         }
         Ok(generate(&program, source, unknown_globals))
     }
@@ -118,7 +122,14 @@ fn generate(program: &Program<'_>, source: &str, unknown_globals: Vec<(String, S
         .as_ref()
         .map(|map| {
             map.get_tokens()
-                .map(|t| (t.get_dst_line(), t.get_dst_col(), t.get_src_line(), t.get_src_col()))
+                .map(|t| {
+                    (
+                        t.get_dst_line(),
+                        t.get_dst_col(),
+                        t.get_src_line(),
+                        t.get_src_col(),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -181,8 +192,12 @@ impl References<'_, '_> {
                 );
                 let candidates = self.catalog.suggestions(&wanted, 3);
                 if candidates.is_empty() {
-                    let methods: Vec<&str> =
-                        namespace.tools.iter().map(|e| e.method.as_str()).take(20).collect();
+                    let methods: Vec<&str> = namespace
+                        .tools
+                        .iter()
+                        .map(|e| e.method.as_str())
+                        .take(20)
+                        .collect();
                     let _ = write!(message, "; its methods: {}", methods.join(", "));
                 } else {
                     message.push_str("; did you mean:");
@@ -196,8 +211,12 @@ impl References<'_, '_> {
                 if self.unknown_globals.iter().any(|(n, _)| n == name) {
                     return;
                 }
-                let names: Vec<&str> =
-                    self.catalog.namespaces.iter().map(|ns| ns.name.as_str()).collect();
+                let names: Vec<&str> = self
+                    .catalog
+                    .namespaces
+                    .iter()
+                    .map(|ns| ns.name.as_str())
+                    .collect();
                 let close = super::naming::closest(name, &names, 3);
                 let mut message = format!(
                     "ReferenceError at {}: `{name}` is not a namespace (namespaces: {})",

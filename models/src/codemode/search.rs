@@ -88,7 +88,8 @@ pub(crate) fn search<'c>(catalog: &'c Catalog, query: &str, limit: usize) -> Vec
                 };
                 let df = documents.iter().filter(|d| d.contains_key(word)).count() as f64;
                 let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-                score += idf * (tf * (K1 + 1.0)) / (tf + K1 * (1.0 - B + B * length / average.max(1.0)));
+                score +=
+                    idf * (tf * (K1 + 1.0)) / (tf + K1 * (1.0 - B + B * length / average.max(1.0)));
             }
             let exact = [
                 entry.method.to_lowercase(),

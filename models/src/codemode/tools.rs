@@ -122,7 +122,9 @@ pub(crate) fn overview(servers: &[ServerStatus], facts: &OverviewFacts) -> CallT
         );
     }
     let checking = match &facts.type_checking {
-        Some(checker) => format!("available ({checker}): snippets are type-checked before they run"),
+        Some(checker) => {
+            format!("available ({checker}): snippets are type-checked before they run")
+        }
         None => "not available: snippets are stripped of types and run unchecked".to_owned(),
     };
     let _ = write!(
@@ -162,11 +164,15 @@ fn limits_text(limits: &Value) -> String {
 pub(crate) fn search(catalog: &Catalog, query: &str, limit: usize) -> CallToolResult {
     let found = search::search(catalog, query, limit);
     let mut text = if found.is_empty() {
-        format!(
-            "No tool matches `{query}`. Try other words, or `overview` for the namespaces."
-        )
+        format!("No tool matches `{query}`. Try other words, or `overview` for the namespaces.")
     } else {
-        format!("{} tools match `{query}`, best first:\n", found.len())
+        let count = found.len();
+        let noun = if count == 1 {
+            "tool matches"
+        } else {
+            "tools match"
+        };
+        format!("{count} {noun} `{query}`, best first:\n")
     };
     let mut results = Vec::new();
     for (rank, (score, entry)) in found.iter().enumerate() {
@@ -212,7 +218,10 @@ pub(crate) fn inspect(catalog: &Catalog, names: &[String]) -> CallToolResult {
             "tool": entry.original,
             "declaration": declaration,
         }));
-        match by_namespace.iter_mut().find(|(ns, _)| *ns == entry.namespace) {
+        match by_namespace
+            .iter_mut()
+            .find(|(ns, _)| *ns == entry.namespace)
+        {
             Some((_, declarations)) => declarations.push(declaration),
             None => by_namespace.push((entry.namespace.clone(), vec![declaration])),
         }
@@ -246,7 +255,10 @@ pub(crate) fn inspect(catalog: &Catalog, names: &[String]) -> CallToolResult {
 }
 
 fn first_line(text: &str) -> &str {
-    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim()
+    text.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
 }
 
 /// A text answer with the same data as `structuredContent`.
