@@ -235,7 +235,7 @@ async def test_cancelling_execute_cancels_its_inner_call_and_the_session_goes_on
 # --------------------------------------------------------------------------- a project
 
 
-PROJECT_YAML = f"""
+PROJECT_YAML = """
 kind: Server
 metadata: {{ name: everything }}
 spec:
@@ -247,7 +247,7 @@ metadata: {{ name: scripted }}
 spec:
   command: {sys.executable}
   args: ["{SCRIPTED}"]
-  env: {{ SCRIPTED_NAME: second, SCRIPTED_TOOLS: "get-thing" }}
+  env: {{ SCRIPTED_NAME: second, SCRIPTED_TOOLS: "get-thing,hang", SCRIPTED_LOG: "{log}" }}
 ---
 kind: Server
 metadata: {{ name: broken }}
@@ -267,7 +267,8 @@ spec:
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     spec = tmp_path / "project.yaml"
-    spec.write_text(PROJECT_YAML, encoding="utf-8")
+    text = PROJECT_YAML.format(SERVER_JS=SERVER_JS, sys=sys, SCRIPTED=SCRIPTED, log=tmp_path / "scripted.log")
+    spec.write_text(text, encoding="utf-8")
     env = {**os.environ, "MCPCTL_HOME": str(tmp_path / "home")}
     done = subprocess.run([PROXY or "", "apply", "-f", str(spec)], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -320,6 +321,32 @@ async def test_a_hidden_tool_does_not_exist_in_code(home: Path) -> None:
         assert all(r["tool"] != "get-env" for r in found.structured_content["results"])
         inspected = await client.call_tool("inspect", {"names": ["everything.getEnv"]})
         assert inspected.is_error
+
+
+async def test_cancelling_execute_cancels_its_inner_call_upstream(home: Path, tmp_path: Path) -> None:
+    log = tmp_path / "scripted.log"
+
+    def received(method: str) -> list[dict[str, Any]]:
+        if not log.exists():
+            return []
+        lines = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return [line for line in lines if line.get("method") == method]
+
+    async with project_client(home) as client:
+        async with anyio.create_task_group() as group:
+
+            async def hang() -> None:
+                await execute(client, "return await scripted.hang({});")
+
+            group.start_soon(hang)
+            with anyio.fail_after(EVENT_TIMEOUT):
+                while not [c for c in received("tools/call") if c.get("id") is not None]:
+                    await anyio.sleep(0.05)
+            group.cancel_scope.cancel()
+        with anyio.fail_after(EVENT_TIMEOUT):
+            while not received("notifications/cancelled"):
+                await anyio.sleep(0.05)
+        assert result_of(await execute(client, "return await scripted.t({});")) == "called t by second"
 
 
 # --------------------------------------------------------------------------- HTTP
