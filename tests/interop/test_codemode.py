@@ -42,7 +42,13 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTED = ROOT / "tests" / "fixtures" / "scripted_upstream.py"
 FOUR = ["overview", "search_tools", "inspect", "execute"]
 #: Small limits so the limit tests end quickly; the defaults are documented in the README.
-LIMITS = ["--set", "codemode.timeoutMs=3000", "--set", "codemode.memoryBytes=16777216", "--set", "codemode.maxToolCalls=5"]
+LIMITS = [
+    *("--set", "codemode.timeoutMs=3000", "--set", "codemode.memoryBytes=16777216"),
+    *("--set", "codemode.maxToolCalls=5", "--set", "codemode.typeChecker=off"),
+]
+#: A TypeScript checker (`tsc` of the npm package `typescript@7`, or `tsgo`) for the type-check
+#: test; without one that test is skipped (type checking is optional: nothing else needs it).
+TYPE_CHECKER = os.environ.get("CODEMODE_TYPE_CHECKER")
 
 
 def adhoc_client(*extra: str) -> Client:
@@ -230,6 +236,26 @@ async def test_cancelling_execute_cancels_its_inner_call_and_the_session_goes_on
     # The cancelled execute is gone; the next one is answered at once.
     with anyio.fail_after(EVENT_TIMEOUT):
         assert result_of(await execute(adhoc, "return 7;")) == 7
+
+
+@pytest.mark.skipif(not TYPE_CHECKER, reason="CODEMODE_TYPE_CHECKER names no TypeScript checker")
+async def test_type_errors_come_back_as_diagnostics_and_nothing_runs() -> None:
+    async with adhoc_client("--set", f"codemode.typeChecker={TYPE_CHECKER}") as client:
+        overview = await client.call_tool("overview", {})
+        assert overview.structured_content is not None
+        assert overview.structured_content["typeChecking"]["available"] is True
+
+        wrong = await execute(client, "console.log('ran');\nconst n: number = await upstream.echo({ message: 'x' });\nreturn n;")
+        text = error_of(wrong)
+        assert "does not type-check (nothing ran)" in text and "line 2, column" in text, text
+        assert len(wrong.content) == 1, "nothing ran, so nothing was logged"
+        assert wrong.structured_content is not None and wrong.structured_content["diagnostics"][0]["line"] == 2
+
+        argument = error_of(await execute(client, "return await upstream.echo({ message: 1 });"))
+        assert "line 1" in argument and "TS" in argument, argument
+
+        right = "const s: string = await upstream['get-sum']({ a: 1, b: 2 });\nconst e = await upstream.echo({ message: s });\nreturn e;"
+        assert result_of(await execute(client, right)) == "Echo: The sum of 1 and 2 is 3."
 
 
 # --------------------------------------------------------------------------- a project

@@ -28,6 +28,7 @@ use super::sandbox::{
     self, Failure, Finished, Limits, Log, NamespaceSpec, Reply, ToHost, ToolSpec,
 };
 use super::script::{self, Script};
+use super::typecheck::{self, Checker, Diagnostic};
 
 /// The limits of one execute, from the model's config.
 #[derive(Debug, Clone, Copy)]
@@ -48,20 +49,40 @@ impl Drop for StopOnDrop {
     }
 }
 
+/// What one execute runs with.
+pub(crate) struct Run<'c> {
+    /// Code mode's name in the chain (inner calls go below it).
+    pub(crate) model: &'c str,
+    pub(crate) catalog: &'c Catalog,
+    pub(crate) checker: Option<&'c Checker>,
+    pub(crate) budget: Budget,
+    /// The client's `_meta` of the execute, sent with each inner call (its progress token).
+    pub(crate) meta: Option<RequestMetaObject>,
+}
+
 /// Runs `code` and answers as `execute` does.
 pub(crate) async fn execute(
     ctx: &Context,
-    model: &str,
-    catalog: &Catalog,
+    run: Run<'_>,
     code: &str,
     dry_run: bool,
-    budget: Budget,
-    meta: Option<RequestMetaObject>,
 ) -> CallToolResult {
+    let Run {
+        model,
+        catalog,
+        checker,
+        budget,
+        meta,
+    } = run;
     let script = match Script::prepare(code, catalog) {
         Ok(script) => script,
         Err(script::Refused(message)) => return failed(message, &[], false),
     };
+    if let Some(checker) = checker
+        && let Err(diagnostics) = typecheck::check(checker, catalog, code).await
+    {
+        return type_errors(&diagnostics);
+    }
     if dry_run {
         let mut result = CallToolResult::success(vec![ContentBlock::text(
             "dry run: the snippet parses and every namespace and method it names exists; nothing ran",
@@ -353,6 +374,21 @@ fn snippet_position(stack: &str, script: &Script) -> Option<(u32, u32)> {
         // Line 1 of the evaluated source is the wrapper's `(async function () {`.
         script.original(generated_line.checked_sub(1)?, column)
     })
+}
+
+/// Type errors: nothing ran.
+fn type_errors(diagnostics: &[Diagnostic]) -> CallToolResult {
+    let mut text = String::from("TypeError: the snippet does not type-check (nothing ran):");
+    for d in diagnostics {
+        text.push_str(&format!(
+            "\n  line {}, column {}: {} {}",
+            d.line, d.column, d.code, d.message
+        ));
+    }
+    let mut result = CallToolResult::error(vec![ContentBlock::text(text.clone())]);
+    result.structured_content =
+        Some(json!({"error": text, "diagnostics": diagnostics, "logs": []}));
+    result
 }
 
 /// An `execute` error result, with the logs captured before it.

@@ -13,6 +13,7 @@ mod sandbox;
 mod script;
 mod search;
 mod tools;
+mod typecheck;
 
 #[cfg(test)]
 mod tests;
@@ -43,6 +44,7 @@ pub mod codemode {
     use super::catalog::Catalog;
     use super::execute::{self, Budget};
     use super::tools::{self, OverviewFacts, ServerStatus};
+    use super::typecheck::Checker;
 
     /// The limits of one `execute` (camelCase in a project).
     #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -59,6 +61,10 @@ pub mod codemode {
         pub max_output_bytes: usize,
         /// The most tool calls of one snippet in flight at once; more wait their turn.
         pub max_concurrent_calls: usize,
+        /// The TypeScript checker: `""` (default) finds `tsgo`, then `tsc`, on `PATH`; `"off"`
+        /// checks nothing; anything else is the checker's path. Without one, snippets run
+        /// unchecked and `overview` says so.
+        pub type_checker: String,
     }
 
     impl Default for Config {
@@ -69,6 +75,7 @@ pub mod codemode {
                 max_tool_calls: 100,
                 max_output_bytes: 40_000,
                 max_concurrent_calls: 8,
+                type_checker: String::new(),
             }
         }
     }
@@ -195,10 +202,15 @@ pub mod codemode {
                     max_concurrent_calls: config.max_concurrent_calls,
                 };
                 let catalog = catalog(ctx).await?;
-                Ok(
-                    execute::execute(ctx, name(), &catalog, code, dry_run, budget, params.meta)
-                        .await,
-                )
+                let checker = Checker::find(&config.type_checker);
+                let run = execute::Run {
+                    model: name(),
+                    catalog: &catalog,
+                    checker: checker.as_ref(),
+                    budget,
+                    meta: params.meta,
+                };
+                Ok(execute::execute(ctx, run, code, dry_run).await)
             }
             other => Ok(tools::error(format!(
                 "unknown tool `{other}`: this proxy offers `overview`, `search_tools`, `inspect` \
@@ -235,7 +247,7 @@ pub mod codemode {
     async fn overview(ctx: &Context) -> HookResult<CallToolResult> {
         let config = ctx.config::<Config>()?;
         let facts = OverviewFacts {
-            type_checking: None,
+            type_checking: Checker::find(&config.type_checker).map(|c| c.describe()),
             limits: json!({
                 "timeoutMs": config.timeout_ms,
                 "memoryBytes": config.memory_bytes,

@@ -254,3 +254,21 @@ fn the_stripper_maps_positions_back_and_checks_references() {
         .collect();
     assert_eq!(names, ["Math", "JSON", "upstrem"]);
 }
+
+#[test]
+fn checker_output_is_read_into_diagnostics() {
+    let output = "snippet.ts(12,7): error TS2322: Type 'string' is not assignable to type 'number'.\n  \
+                  More detail.\nother.ts(1,1): error TS1: elsewhere\n";
+    let found = super::typecheck::parse(output);
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        (found[0].line, found[0].column, found[0].code.as_str()),
+        (12, 7, "TS2322")
+    );
+    assert!(
+        found[0].message.ends_with("'number'.\nMore detail."),
+        "{}",
+        found[0].message
+    );
+    assert!(super::typecheck::Checker::find("off").is_none());
+}
