@@ -20,8 +20,10 @@ mod tests;
 
 use mcp_middleware::proxy_model;
 
-/// Shows four tools instead of the upstream's: `overview`, `search_tools`, `inspect` and
-/// `execute`. `execute` runs a TypeScript snippet in an embedded QuickJS sandbox (no file
+/// Code mode: four tools (`overview`, `search_tools`, `inspect`, `execute`) instead of the
+/// servers' own, which are called from TypeScript run in a sandbox.
+///
+/// `execute` runs a TypeScript snippet in an embedded QuickJS sandbox (no file
 /// system, network, environment, timers or modules; memory, time and call limits) where each
 /// server is a global namespace object and each tool an async method; the calls go through the
 /// rest of the chain below code mode (routes, the models below, observers), so a hidden tool
