@@ -52,16 +52,19 @@ impl Context {
     ///     }
     /// }
     /// ```
+    ///
+    /// A name that is not in the chain leaves no model below (the routes and the upstream
+    /// still apply), so a model can never re-enter itself this way.
     pub fn below(&self, model: &str) -> Below<'_> {
         let chain = &self.scope().chain;
-        let position = chain
-            .layers()
+        let layers = chain.layers();
+        let position = layers
             .iter()
             .position(|layer| layer.name == model)
-            .map_or(0, |index| index + 1);
+            .map_or(layers.len(), |index| index + 1);
         Below {
             ctx: self,
-            below: chain.layers()[position.min(chain.layers().len())..]
+            below: layers[position.min(layers.len())..]
                 .iter()
                 .map(|layer| layer.name)
                 .collect(),
