@@ -18,7 +18,7 @@ use crate::chain::Chain;
 use crate::context::{Context, LoopCall, RawOutcome, from_result, to_params};
 use crate::jsonrpc;
 use crate::model::hooks::{self, RequestHook, parse_params};
-use crate::model::{BoxFuture, End, HookId, HookResult, Next, RawNotification, RawRequest};
+use crate::model::{BoxFuture, End, HookId, HookResult, Next, RawNotification, RawRequest, Step};
 use crate::unknown_fields::UnknownFields;
 
 /// A client request through the chain: `on_request` hooks first, then the typed hooks of its
@@ -75,15 +75,24 @@ where
     H::Params: Serialize + DeserializeOwned,
     H::Output: Serialize + DeserializeOwned,
 {
+    run_steps::<H>(chain.steps(H::ID), ctx, params).await
+}
+
+/// A typed request through `steps` (a whole chain's, or the part below one layer: see
+/// `crate::below`), then the upstream.
+pub(crate) async fn run_steps<H>(steps: &[Step], ctx: &Context, params: Option<&str>) -> RawOutcome
+where
+    H: RequestHook,
+    H::Params: Serialize + DeserializeOwned,
+    H::Output: Serialize + DeserializeOwned,
+{
     let typed: H::Params = parse_params(params).map_err(|err| invalid_params(H::METHOD, &err))?;
     let end = UpstreamEnd::<H> {
         params_lost: params.and_then(|raw| lost_in::<H::Params>(raw, &typed)),
         result_lost: Mutex::new(None),
         hook: PhantomData,
     };
-    let output = Next::<H>::new(chain.steps(H::ID), &end)
-        .run(ctx, typed)
-        .await?;
+    let output = Next::<H>::new(steps, &end).run(ctx, typed).await?;
     let mut value = serde_json::to_value(&output).map_err(|err| unwritable(H::METHOD, &err))?;
     if let Some(lost) = end.result_lost.lock().ok().and_then(|mut lost| lost.take()) {
         lost.restore(&mut value);

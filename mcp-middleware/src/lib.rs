@@ -38,6 +38,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod auth;
+pub mod below;
 pub mod chain;
 pub mod context;
 mod dispatch;
@@ -57,6 +58,7 @@ pub mod tutorial;
 mod unknown_fields;
 pub mod upstream;
 
+pub use below::Below;
 pub use context::{Context, Downstream, Identity, Upstream};
 pub use error::{ProxyError, UpstreamError};
 pub use mcp_middleware_macros::proxy_model;

@@ -13,6 +13,10 @@ pub struct Project {
     pub prompts: Vec<ProjectPrompt>,
     /// The names of its servers.
     pub servers: Vec<String>,
+    /// When several servers are served as one ([`ServerSet`](crate::upstream::ServerSet)): the
+    /// separator of the namespaced names (`server{separator}tool`), filled in by
+    /// [`Proxy::project`](crate::Proxy::project). `None` when one server is served as it is.
+    pub separator: Option<String>,
 }
 
 impl Project {

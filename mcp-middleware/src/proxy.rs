@@ -71,7 +71,10 @@ impl Proxy {
     }
 
     /// Gives the models a project (its prompts and servers), for [`Context::project`](crate::Context::project).
-    pub fn project(mut self, project: Project) -> Self {
+    pub fn project(mut self, mut project: Project) -> Self {
+        if let Upstream::Set(set) = &self.server {
+            project.separator = Some(set.namespace_separator().to_owned());
+        }
         self.project = Some(Arc::new(project));
         self
     }

@@ -34,6 +34,10 @@ use mcp_middleware::ProxyModel;
 // the plain names at the root.
 #[path = "audit.rs"]
 mod audit_file;
+// Code mode (SPEC M7): behind the `codemode` feature, since it embeds a JavaScript engine.
+#[cfg(feature = "codemode")]
+#[path = "codemode/mod.rs"]
+mod codemode_file;
 // The audit log's format, writer and verification (`mcpctl audit verify`).
 pub mod audit_log;
 #[path = "default.rs"]
@@ -52,6 +56,8 @@ mod paging;
 mod sections;
 
 pub use audit_file::audit;
+#[cfg(feature = "codemode")]
+pub use codemode_file::codemode;
 pub use default_file::default;
 pub use gate_file::gate;
 pub use paginate_file::paginate;
@@ -66,6 +72,8 @@ pub use section_split_file::section_split;
 pub fn all() -> Vec<&'static str> {
     let mut names = vec![
         <audit::Model as ProxyModel>::DESCRIPTOR.name,
+        #[cfg(feature = "codemode")]
+        <codemode::Model as ProxyModel>::DESCRIPTOR.name,
         <default::Model as ProxyModel>::DESCRIPTOR.name,
         <gate::Model as ProxyModel>::DESCRIPTOR.name,
         <paginate::Model as ProxyModel>::DESCRIPTOR.name,
