@@ -18,15 +18,43 @@
 //!
 //! **Hidden** beats pass-through, and errs on the side of hiding: the name a client sends is
 //! compared without surrounding whitespace or control characters and without regard to case
-//! (`" Admin-Reset\n"` is `admin-reset`), and when a request names its tool twice (a JSON object
-//! with a duplicate key) every name must pass. A hidden entry is removed from `tools/list`
+//! (`" Admin-Reset\n"` is `admin-reset`). A hidden entry is removed from `tools/list`
 //! (`prompts/list`, `resources/list`, `resources/templates/list`) twice: from the upstream's
 //! answer before any model sees it, and from the final answer after the models ran, so no model
 //! sees it and none can add it back. A request for it (`tools/call`, `prompts/get`,
 //! `resources/read`, `resources/subscribe`, `resources/unsubscribe`, a completion for a hidden
-//! prompt or resource) is answered by the session with `-32602` before the chain runs:
-//! observers record it as `rejected`, and nothing reaches the upstream. A hook's own call to a
-//! hidden tool (`ctx.upstream()`) is refused the same way.
+//! prompt or resource, a 2026-07-28 `subscriptions/listen` naming a hidden resource) is answered
+//! by the session with `-32602` before the chain runs: observers record it as `rejected`, and
+//! nothing reaches the upstream. A hook's own call to a hidden tool (`ctx.upstream()`) is
+//! refused the same way, and a hidden resource's `notifications/resources/updated` never
+//! reaches the client.
+//!
+//! **One reading, and it is what is forwarded (SPEC S1).** The params of those request methods
+//! are read strictly (`strict`): a duplicate key at any depth, a lone surrogate escape, an
+//! invalid escape, a number outside the f64 range, params that are not an object, or a name or
+//! URI that is not a string is refused with `-32602`, since two reasonable parsers (serde_json
+//! keeps the last duplicate, others the first; Node's `JSON.parse` accepts `"\ud800"`) could read
+//! it differently. The decision is made on the value read, and the proxy forwards that value's
+//! own serialisation, spliced into the line in place of the client's params, to the chain (the
+//! typed params hooks see come from it), the raw path and the several-servers merger alike. We
+//! chose canonical forwarding over refusing everything that is not already canonical because
+//! it keeps every unambiguous request working (whitespace, key order, escapes of ordinary
+//! characters) while the upstream can only ever read what was checked. It is a documented
+//! exception to SPEC P1's byte identity: only for those methods, and only when routes exist;
+//! member order is kept, whitespace and escapes are not.
+//!
+//! **Resource URIs** are checked in their RFC 3986 normalised form (`uri`): dot segments
+//! removed (`%2e%2e` too), unreserved percent-encodings decoded, scheme and host lower-cased;
+//! the normalised URI is what is forwarded. When something is hidden, a URI that is not an
+//! absolute RFC 3986/3987 URI, or that carries an encoded `/`, `\` or NUL (`%2F`, `%5C`, `%00`,
+//! any case), is refused. A hidden pattern holding RFC 6570 expressions (`{id}`, `{+path}`,
+//! `{/a}`, `{.x}`, `{?q}`, `{&r}`, `{;p}`, `{#f}`) hides the template's listing entry and every
+//! URI the template matches (each expression matching any text, which errs on the side of
+//! hiding). A listing entry is compared the same way.
+//!
+//! **Listings fail closed.** When something is hidden, an upstream listing that cannot be read
+//! unambiguously (or whose entries member is not an array) is not passed on: the client gets
+//! `-32603` saying the listing was withheld.
 //!
 //! **Pass-through** names are compared exactly as written. A request for one takes the raw
 //! forwarding path, as if no model were loaded (observers still see it). Its `tools/list` entry
@@ -35,9 +63,11 @@
 //!
 //! **Where it runs.** The routes live in the [`Chain`](crate::chain::Chain), which every session
 //! shares. The session consults them for the request methods above before it decides between
-//! the raw path and the chain; list requests go through a chain task when something is hidden,
-//! so their answers can be filtered; `Context::upstream_raw` filters what hooks receive. With
-//! no routes configured none of this runs: nothing is parsed that was not parsed before.
+//! the raw path and the chain, on stdio and HTTP, for either protocol era (the 2026-07-28
+//! bridge serves `subscriptions/listen` from the checked params); list requests go through a
+//! chain task when something is hidden, so their answers can be filtered;
+//! `Context::upstream_raw` checks and filters what hooks send and receive. With no routes
+//! configured none of this runs: nothing is parsed that was not parsed before.
 
 use std::fmt;
 
