@@ -42,7 +42,7 @@ fn hidden((text, is_uri): &(String, bool)) -> bool {
     if !is_uri {
         return false;
     }
-    let Ok(uri) = fluent_uri::Iri::parse(text) else {
+    let Ok(uri) = fluent_uri::Iri::parse(text.as_str()) else {
         return false;
     };
     let uri = uri.normalize().as_str().to_lowercase();
