@@ -421,12 +421,13 @@ impl Context {
         let Some(router) = self.session.chain.router() else {
             return self.send_upstream(method, params).await;
         };
-        router.check(method, params.as_deref())?;
+        // What was checked is what is sent: the canonical serialisation of the params.
+        let params = router.check(method, params.as_deref())?.or(params);
         let raw = self.send_upstream(method, params).await?;
         if !router.is_listing(method) {
             return Ok(raw);
         }
-        let (raw, listed) = router.filter_upstream_listing(method, raw);
+        let (raw, listed) = router.filter_upstream_listing(method, raw)?;
         if let Some(listed) = listed {
             match self.request.listed.lock() {
                 Ok(mut slot) => *slot = Some(listed),

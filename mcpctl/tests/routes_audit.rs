@@ -296,3 +296,163 @@ fn a_hidden_call_is_audited_as_rejected_through_a_project() {
     );
     verify(&home, &log).ok();
 }
+
+/// `mcpctl proxy PROJECT` spoken to in raw lines (the SDKs cannot send a duplicate key or a
+/// lone surrogate); killed when dropped.
+struct RawProxy {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl RawProxy {
+    fn start(home: &Home, project: &str) -> Self {
+        use std::io::BufRead as _;
+        let mut child = home
+            .command(&["proxy", project])
+            .env(KEY_VAR, KEY)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("mcpctl starts");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Self {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        use std::io::Write as _;
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        writeln!(stdin, "{line}").expect("write to mcpctl");
+        stdin.flush().expect("flush");
+    }
+
+    /// Sends a request with raw `params` and waits for its response.
+    fn request(&mut self, id: u64, method: &str, params: &str) -> Value {
+        self.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#
+        ));
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(std::time::Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("no answer to {method} {params}"));
+            let message: Value = serde_json::from_str(&line).expect("a JSON line");
+            if message["id"] == id && message.get("method").is_none() {
+                return message;
+            }
+        }
+    }
+
+    /// Closes stdin and waits for the proxy to exit (so the audit log is complete).
+    fn finish(mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for RawProxy {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn what_the_proxy_cannot_read_unambiguously_is_refused_and_audited_as_rejected() {
+    let home = Home::new();
+    let log = home.path.join("strict.log");
+    home.apply(&format!(
+        "{}---\nkind: Project\nmetadata: {{name: strict}}\nspec:\n  servers: [scripted]\n  proxyModel: audit\n  config:\n    audit: {{path: '{}', keyEnv: {KEY_VAR}}}\n  routes: {{hidden: [\"admin-*\"], passThrough: [echo_args]}}\n",
+        server("scripted"),
+        log.display()
+    ));
+    let mut proxy = RawProxy::start(&home, "strict");
+    let init = proxy.request(
+        0,
+        "initialize",
+        r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}"#,
+    );
+    assert!(init["result"].is_object(), "{init}");
+    proxy.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let attacks = [
+        r#"{"\ud800":0,"name":"admin-reset","arguments":{}}"#,
+        r#"{"name":1e999,"name":"admin-reset"}"#,
+        r#"{"name":"\ud800\u0041","name":"admin-reset"}"#,
+        r#"{"name":"echo_args","name":"admin-reset"}"#,
+        r#"{"name":"admin-reset","name":"echo_args"}"#,
+        r#"{"n\u0061me":"admin-reset","name":"echo_args"}"#,
+        r#"{"name":"echo_args","arguments":{"a":"\udfff"},"name":"admin-reset"}"#,
+        r#"{"name":["admin-reset"]}"#,
+    ];
+    for (n, params) in attacks.iter().enumerate() {
+        let answer = proxy.request(n as u64 + 1, "tools/call", params);
+        assert_eq!(answer["error"]["code"], -32602, "{params}: {answer}");
+    }
+    // What is not hidden still passes, loosely spelled; the server reads what was checked.
+    let echoed = proxy.request(
+        99,
+        "tools/call",
+        r#"{ "name" : "echo\u005fargs" , "arguments" : { "k" : "\u0041" } }"#,
+    );
+    assert_eq!(echoed["result"]["content"][0]["text"], r#"{"k": "A"}"#);
+    proxy.finish();
+    let records: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let calls: Vec<&str> = records
+        .iter()
+        .filter(|r| r["method"] == "tools/call")
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect();
+    let mut expected = vec!["rejected"; attacks.len()];
+    expected.push("ok");
+    assert_eq!(calls, expected, "{records:?}");
+}
+
+#[test]
+fn an_upstream_listing_the_proxy_cannot_read_is_withheld() {
+    for listing in [
+        // A first-wins client would see `admin-reset`, a last-wins one `t`.
+        r#"{"tools":[{"name":"admin-reset"}],"tools":[{"name":"t"}]}"#,
+        r#"{"tools":[{"name":"admin-reset","inputSchema":{"type":"object"},"x":"\ud800"}]}"#,
+        r#"{"tools":[{"name":"admin-reset","name":"t"}]}"#,
+        r#"{"tools":{"name":"admin-reset"}}"#,
+    ] {
+        let home = Home::new();
+        home.apply(&format!(
+            "kind: Server\nmetadata: {{name: scripted}}\nspec:\n  command: python3\n  args: [-u, '{}']\n  env:\n    SCRIPTED_TOOLS_LIST_RAW: '{listing}'\n---\nkind: Project\nmetadata: {{name: listed}}\nspec:\n  servers: [scripted]\n  routes: {{hidden: [\"admin-*\"]}}\n",
+            fixture()
+        ));
+        let run = home.run(&["client", "listed", "-o", "json", "tools", "list"]);
+        assert_eq!(run.code, Some(1), "{listing}: {}", run.stdout);
+        assert!(!run.stdout.contains("admin-reset"), "{}", run.stdout);
+        assert!(
+            run.stderr.contains("cannot be read unambiguously")
+                && run.stderr.contains("the listing was withheld"),
+            "{listing}: {}",
+            run.stderr
+        );
+    }
+}

@@ -483,6 +483,8 @@ impl Session {
 
     // ------------------------------------------------------------------ subscriptions/listen
 
+    /// With routes, `params` are the router's checked reading: no hidden URI is among the
+    /// subscriptions, and each is in its normalised form (`crate::routing`).
     fn open_listener(&mut self, id: &str, params: Option<&str>) {
         let filter = params
             .and_then(|p| serde_json::from_str::<Value>(p).ok())

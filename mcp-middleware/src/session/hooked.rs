@@ -224,7 +224,7 @@ impl Session {
             // upstream's pass-through entries back.
             let outcome = match (listing, chain.router(), outcome) {
                 (Some(method), Some(router), Ok(result)) => {
-                    Ok(router.finish_listing(&method, result, task_ctx.take_listed()))
+                    router.finish_listing(&method, result, task_ctx.take_listed())
                 }
                 (_, _, outcome) => outcome,
             };

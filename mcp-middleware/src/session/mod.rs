@@ -469,15 +469,44 @@ impl Session {
             ));
             return;
         }
-        // Routing paths (SPEC P7): only when some are configured is anything parsed here.
-        let route = match self.chain.router() {
-            Some(router) => router.route(method, params),
-            None => Route::Chain,
+        // Routing paths (SPEC P7, S1): only when some are configured is anything parsed here.
+        let Some(decision) = self.chain.router().map(|r| r.decide(method, params)) else {
+            self.forward_client_request(line, id, method, params, Route::Chain);
+            return;
         };
-        if let Route::Hidden(error) = route {
+        if let Route::Refused(error) = decision.route {
             self.reject_routed(id, method, params, error);
             return;
         }
+        match (decision.params, params) {
+            // What the router checked is what goes on: its serialisation replaces the client's
+            // params, for the chain and the upstream alike (`crate::routing`).
+            (Some(canonical), Some(raw)) if canonical != raw => {
+                let line = splice(line, &[(range_in(line, raw), canonical.as_str())]);
+                match Message::parse(&line) {
+                    Ok(Message::Request { id, method, params }) => {
+                        self.forward_client_request(&line, id, &method, params, decision.route)
+                    }
+                    _ => self.to_client(jsonrpc::error(
+                        Some(id),
+                        jsonrpc::INTERNAL_ERROR,
+                        &format!("the proxy could not rewrite `{method}` as its routes checked it"),
+                    )),
+                }
+            }
+            _ => self.forward_client_request(line, id, method, params, decision.route),
+        }
+    }
+
+    /// A client request past the routes: to the upstream, through the chain or raw.
+    fn forward_client_request(
+        &mut self,
+        line: &str,
+        id: &str,
+        method: &str,
+        params: Option<&str>,
+        route: Route,
+    ) {
         if !self.ensure_upstream(Some(id), method) {
             return;
         }
@@ -897,6 +926,16 @@ impl Session {
     }
 
     fn on_upstream_notification(&mut self, line: &str, method: &str, params: Option<&str>) {
+        // Routes: a hidden resource's updates never reach the client (nor listen streams).
+        if method == "notifications/resources/updated"
+            && self
+                .chain
+                .router()
+                .is_some_and(|router| router.hides_update(params))
+        {
+            tracing::debug!("an update for a hidden resource was dropped");
+            return;
+        }
         let out = match method {
             "notifications/progress" => {
                 let Some(params) = params else { return };

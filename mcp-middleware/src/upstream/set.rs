@@ -19,6 +19,10 @@
 //!   maps back.
 //! - Any other method goes to the first server, as it is.
 //!
+//! The merger reads names and URIs with serde_json (last duplicate wins). With routes that is
+//! safe: the session hands it the router's canonical serialisation of the params it checked
+//! (`crate::routing`), which has no duplicate and reads the same to any parser.
+//!
 //! A set of one server is not merged: use the server itself.
 
 use std::collections::HashMap;

@@ -1,0 +1,1155 @@
+//! Routing paths (SPEC P7): which tools, prompts and resources the client never sees (*hidden*),
+//! which go straight to the server past every model (*pass-through*), and which run through the
+//! model chain (everything else).
+//!
+//! ```
+//! use mcp_middleware::{Proxy, routing::Routes, upstream::StdioServer};
+//!
+//! let routes = Routes::new().hide("admin-*").hide("file:///etc/*").pass_through("echo");
+//! let proxy = Proxy::new(StdioServer::new("my-server")).routes(routes);
+//! # let _ = proxy;
+//! ```
+//!
+//! **What a pattern matches.** An exact name or a glob ([`Pattern`]), matched against tool and
+//! prompt names and resource URIs (resource templates by their `uriTemplate`). In front of
+//! several servers ([`ServerSet`](crate::upstream::ServerSet)) a pattern matches the name the
+//! client sees (`server__tool`) or the server's own name for it (`tool`), so `delete_*` hides
+//! `github__delete_repo` and `files__delete_file` alike.
+//!
+//! **Hidden** beats pass-through, and errs on the side of hiding: the name a client sends is
+//! compared without surrounding whitespace or control characters and without regard to case
+//! (`" Admin-Reset\n"` is `admin-reset`). A hidden entry is removed from `tools/list`
+//! (`prompts/list`, `resources/list`, `resources/templates/list`) twice: from the upstream's
+//! answer before any model sees it, and from the final answer after the models ran, so no model
+//! sees it and none can add it back. A request for it (`tools/call`, `prompts/get`,
+//! `resources/read`, `resources/subscribe`, `resources/unsubscribe`, a completion for a hidden
+//! prompt or resource, a 2026-07-28 `subscriptions/listen` naming a hidden resource) is answered
+//! by the session with `-32602` before the chain runs: observers record it as `rejected`, and
+//! nothing reaches the upstream. A hook's own call to a hidden tool (`ctx.upstream()`) is
+//! refused the same way, and a hidden resource's `notifications/resources/updated` never
+//! reaches the client.
+//!
+//! **One reading, and it is what is forwarded (SPEC S1).** The params of those request methods
+//! are read strictly (`strict`): a duplicate key at any depth, a lone surrogate escape, an
+//! invalid escape, a number outside the f64 range, params that are not an object, or a name or
+//! URI that is not a string is refused with `-32602`, since two reasonable parsers (serde_json
+//! keeps the last duplicate, others the first; Node's `JSON.parse` accepts `"\ud800"`) could read
+//! it differently. The decision is made on the value read, and the proxy forwards that value's
+//! own serialisation, spliced into the line in place of the client's params, to the chain (the
+//! typed params hooks see come from it), the raw path and the several-servers merger alike. We
+//! chose canonical forwarding over refusing everything that is not already canonical because
+//! it keeps every unambiguous request working (whitespace, key order, escapes of ordinary
+//! characters) while the upstream can only ever read what was checked. It is a documented
+//! exception to SPEC P1's byte identity: only for those methods, and only when routes exist;
+//! member order is kept, whitespace and escapes are not.
+//!
+//! **Resource URIs** are checked in their RFC 3986 normalised form (`uri`): dot segments
+//! removed (`%2e%2e` too), unreserved percent-encodings decoded, scheme and host lower-cased;
+//! the normalised URI is what is forwarded. When something is hidden, a URI that is not an
+//! absolute RFC 3986/3987 URI, or that carries an encoded `/`, `\` or NUL (`%2F`, `%5C`, `%00`,
+//! any case), is refused. A hidden pattern holding RFC 6570 expressions (`{id}`, `{+path}`,
+//! `{/a}`, `{.x}`, `{?q}`, `{&r}`, `{;p}`, `{#f}`) hides the template's listing entry and every
+//! URI the template matches (each expression matching any text, which errs on the side of
+//! hiding). A listing entry is compared the same way.
+//!
+//! **Listings fail closed.** When something is hidden, an upstream listing that cannot be read
+//! unambiguously (or whose entries member is not an array) is not passed on: the client gets
+//! `-32603` saying the listing was withheld.
+//!
+//! **Pass-through** names are compared exactly as written. A request for one takes the raw
+//! forwarding path, as if no model were loaded (observers still see it). Its `tools/list` entry
+//! is the upstream's: when a model changes, drops or invents an entry of that name, the final
+//! listing has the upstream's entry instead (where the model left it, or at the end).
+//!
+//! **Where it runs.** The routes live in the [`Chain`](crate::chain::Chain), which every session
+//! shares. The session consults them for the request methods above before it decides between
+//! the raw path and the chain, on stdio and HTTP, for either protocol era (the 2026-07-28
+//! bridge serves `subscriptions/listen` from the checked params); list requests go through a
+//! chain task when something is hidden, so their answers can be filtered;
+//! `Context::upstream_raw` checks and filters what hooks send and receive. With no routes
+//! configured none of this runs: nothing is parsed that was not parsed before.
+
+use std::fmt;
+
+use rmcp::model::{ErrorCode, ErrorData};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::jsonrpc;
+use crate::pattern::Pattern;
+use crate::upstream::Upstream;
+
+mod strict;
+mod uri;
+
+/// The routing paths of a proxy: names (or globs) of tools, prompts and resource URIs that are
+/// hidden, and those that pass through past the models.
+///
+/// ```
+/// use mcp_middleware::routing::Routes;
+///
+/// let routes = Routes::new().hide("admin-*").pass_through("echo");
+/// assert_eq!(routes.hidden[0].as_str(), "admin-*");
+/// assert!(!routes.is_empty());
+/// let yaml_like: Routes = serde_json::from_str(r#"{"passThrough": ["echo"]}"#).unwrap();
+/// assert_eq!(yaml_like.pass_through[0].as_str(), "echo");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Routes {
+    /// What the client never sees and cannot call or read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<Pattern>,
+    /// What goes straight to the server, past every model but observers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pass_through: Vec<Pattern>,
+}
+
+impl Routes {
+    /// No routes: everything runs through the model chain.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Hides what `pattern` matches.
+    pub fn hide(mut self, pattern: impl Into<String>) -> Self {
+        self.hidden.push(Pattern::new(pattern));
+        self
+    }
+
+    /// Lets what `pattern` matches pass through past the models.
+    pub fn pass_through(mut self, pattern: impl Into<String>) -> Self {
+        self.pass_through.push(Pattern::new(pattern));
+        self
+    }
+
+    /// Whether no route is set.
+    pub fn is_empty(&self) -> bool {
+        self.hidden.is_empty() && self.pass_through.is_empty()
+    }
+}
+
+/// How the session handles one client request.
+#[derive(Debug)]
+pub(crate) enum Route {
+    /// As without routes: the chain if a model hooks the method, else the raw path.
+    Chain,
+    /// The raw path, whatever the models hook.
+    PassThrough,
+    /// Refused before the chain (it names something hidden, or cannot be read unambiguously);
+    /// the error to answer with.
+    Refused(ErrorData),
+    /// A listing with hidden entries to remove: through a chain task, even if no model hooks
+    /// the method.
+    Listing,
+}
+
+/// [`Routes`] ready for matching: hidden patterns lower-cased (and their template and
+/// normalised-URI forms added), the upstream's namespaces known.
+pub(crate) struct Router {
+    hidden: Vec<Pattern>,
+    pass_through: Vec<Pattern>,
+    /// For several servers: their names (lower-cased) and the separator.
+    namespaces: Option<(Vec<String>, String)>,
+}
+
+impl fmt::Debug for Router {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Router")
+            .field("hidden", &self.hidden)
+            .field("pass_through", &self.pass_through)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The router's decision on one client request.
+#[derive(Debug)]
+pub(crate) struct Decision {
+    /// The path the request takes.
+    pub(crate) route: Route,
+    /// When the router read the params: their canonical serialisation, which is what goes on
+    /// (to the chain and the upstream) instead of the client's text.
+    pub(crate) params: Option<String>,
+}
+
+impl Decision {
+    fn chain() -> Self {
+        Self {
+            route: Route::Chain,
+            params: None,
+        }
+    }
+}
+
+/// What a name in a request names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Tool,
+    Prompt,
+    Resource,
+}
+
+impl Kind {
+    fn noun(self) -> &'static str {
+        match self {
+            Self::Tool => "tool",
+            Self::Prompt => "prompt",
+            Self::Resource => "resource",
+        }
+    }
+}
+
+/// One name a request is about.
+#[derive(Debug)]
+struct Named {
+    text: String,
+    kind: Kind,
+}
+
+/// A request's params as routes read them.
+struct Read {
+    /// What is forwarded: the serialisation of the value that was checked.
+    canonical: String,
+    /// What was checked.
+    names: Vec<Named>,
+}
+
+/// The list methods, the member holding their entries, and the member of an entry that names it.
+const LISTINGS: [(&str, &str, &str); 4] = [
+    ("tools/list", "tools", "name"),
+    ("prompts/list", "prompts", "name"),
+    ("resources/list", "resources", "uri"),
+    (
+        "resources/templates/list",
+        "resourceTemplates",
+        "uriTemplate",
+    ),
+];
+
+fn listing(method: &str) -> Option<(&'static str, &'static str)> {
+    LISTINGS
+        .iter()
+        .find(|(m, _, _)| *m == method)
+        .map(|(_, member, key)| (*member, *key))
+}
+
+/// Whether a request for `method` names what routes decide on: its params are then read
+/// strictly and forwarded canonically.
+fn covers(method: &str) -> bool {
+    matches!(
+        method,
+        "tools/call"
+            | "prompts/get"
+            | "resources/read"
+            | "resources/subscribe"
+            | "resources/unsubscribe"
+            | "completion/complete"
+            | "subscriptions/listen"
+    )
+}
+
+/// Whether a request for `method` may take the pass-through path.
+fn may_pass_through(method: &str) -> bool {
+    matches!(
+        method,
+        "tools/call"
+            | "prompts/get"
+            | "resources/read"
+            | "resources/subscribe"
+            | "resources/unsubscribe"
+    )
+}
+
+fn invalid_params(message: String) -> ErrorData {
+    ErrorData::new(ErrorCode(jsonrpc::INVALID_PARAMS as i32), message, None)
+}
+
+impl Router {
+    /// `None` when `routes` is empty: routing then costs nothing.
+    pub(crate) fn new(routes: &Routes, upstream: &Upstream) -> Option<Self> {
+        if routes.is_empty() {
+            return None;
+        }
+        let namespaces = match upstream {
+            Upstream::Set(set) => Some((
+                set.names().iter().map(|name| name.to_lowercase()).collect(),
+                set.namespace_separator().to_lowercase(),
+            )),
+            _ => None,
+        };
+        let mut hidden = Vec::new();
+        for pattern in &routes.hidden {
+            let lower = pattern.as_str().to_lowercase();
+            // A template hides every URI it expands to; a URI pattern matches in its
+            // normalised form too.
+            let extra = [
+                uri::template_glob(&lower),
+                uri::normalized_if_uri(pattern.as_str()).map(|n| n.to_lowercase()),
+            ];
+            hidden.push(Pattern::new(lower));
+            for extra in extra.into_iter().flatten() {
+                if !hidden.iter().any(|p: &Pattern| p.as_str() == extra) {
+                    hidden.push(Pattern::new(extra));
+                }
+            }
+        }
+        Some(Self {
+            hidden,
+            pass_through: routes.pass_through.clone(),
+            namespaces,
+        })
+    }
+
+    /// Whether listings must be filtered.
+    fn hides(&self) -> bool {
+        !self.hidden.is_empty()
+    }
+
+    /// Whether `name` (a tool or prompt name, or a URI) is hidden, under any spelling.
+    fn is_hidden(&self, name: &str) -> bool {
+        if self.hidden.is_empty() {
+            return false;
+        }
+        let name = normalize(name);
+        let hidden = |candidate: &str| self.hidden.iter().any(|p| p.matches(candidate));
+        if hidden(&name) {
+            return true;
+        }
+        // `server__ Tool` reaches the server as ` Tool`: compare `tool` and `server__tool`.
+        self.namespaces.iter().any(|(servers, separator)| {
+            servers.iter().any(|server| {
+                let Some(inner) = strip_prefix_ignore_case(&name, server)
+                    .and_then(|rest| strip_prefix_ignore_case(rest, separator))
+                else {
+                    return false;
+                };
+                let inner = normalize(inner);
+                hidden(&inner) || hidden(&format!("{server}{separator}{inner}"))
+            })
+        })
+    }
+
+    /// Whether the resource `uri` (or URI template) is hidden: as written, or in its RFC 3986
+    /// normalised form.
+    fn is_hidden_uri(&self, uri: &str) -> bool {
+        self.is_hidden(uri) || uri::normalized_if_uri(uri).is_some_and(|n| self.is_hidden(&n))
+    }
+
+    fn is_hidden_as(&self, name: &str, kind: Kind) -> bool {
+        match kind {
+            Kind::Resource => self.is_hidden_uri(name),
+            Kind::Tool | Kind::Prompt => self.is_hidden(name),
+        }
+    }
+
+    /// Whether `name` passes through (and is not hidden).
+    fn passes_through(&self, name: &str) -> bool {
+        if self.pass_through.is_empty() || self.is_hidden(name) {
+            return false;
+        }
+        self.pass_through.iter().any(|p| p.matches(name))
+            || self
+                .inner_names(name)
+                .any(|inner| self.pass_through.iter().any(|p| p.matches(inner)))
+    }
+
+    /// For several servers: `name` without each server prefix it starts with.
+    fn inner_names<'n>(&'n self, name: &'n str) -> impl Iterator<Item = &'n str> + 'n {
+        self.namespaces
+            .iter()
+            .flat_map(move |(servers, separator)| {
+                servers.iter().filter_map(move |server| {
+                    let rest = strip_prefix_ignore_case(name, server)?;
+                    strip_prefix_ignore_case(rest, separator)
+                })
+            })
+    }
+
+    /// How the session handles a client request for `method`, and what it forwards.
+    pub(crate) fn decide(&self, method: &str, params: Option<&str>) -> Decision {
+        if listing(method).is_some() {
+            return Decision {
+                route: if self.hides() {
+                    Route::Listing
+                } else {
+                    Route::Chain
+                },
+                params: None,
+            };
+        }
+        let Some(text) = params.filter(|_| covers(method)) else {
+            return Decision::chain();
+        };
+        let read = match self.read(method, text) {
+            Ok(read) => read,
+            Err(error) => {
+                return Decision {
+                    route: Route::Refused(error),
+                    params: None,
+                };
+            }
+        };
+        let route = if let Some(error) = self.refusal(method, &read.names) {
+            Route::Refused(error)
+        } else if may_pass_through(method)
+            && !read.names.is_empty()
+            && read.names.iter().all(|n| self.passes_through(&n.text))
+        {
+            Route::PassThrough
+        } else {
+            Route::Chain
+        };
+        Decision {
+            route,
+            params: Some(read.canonical),
+        }
+    }
+
+    /// A hook's own upstream request, checked as a client's is: the error if it names
+    /// something hidden or cannot be read unambiguously, else the params to send (the
+    /// canonical serialisation of what was checked, `None` to send them as they are).
+    pub(crate) fn check(
+        &self,
+        method: &str,
+        params: Option<&str>,
+    ) -> Result<Option<String>, ErrorData> {
+        let Some(text) = params.filter(|_| covers(method)) else {
+            return Ok(None);
+        };
+        let read = self.read(method, text)?;
+        match self.refusal(method, &read.names) {
+            Some(error) => Err(error),
+            None => Ok(Some(read.canonical)),
+        }
+    }
+
+    fn refusal(&self, method: &str, names: &[Named]) -> Option<ErrorData> {
+        let named = names.iter().find(|n| self.is_hidden_as(&n.text, n.kind))?;
+        Some(invalid_params(format!(
+            "unknown {} `{}`: it is hidden by this proxy's routes (`{method}` was not sent to the server)",
+            named.kind.noun(),
+            named.text
+        )))
+    }
+
+    /// Reads the params of a covered request strictly ([`strict::parse`]) and collects the
+    /// names they hold; resource URIs are normalised in place (when something is hidden).
+    fn read(&self, method: &str, text: &str) -> Result<Read, ErrorData> {
+        let value = strict::parse(text).map_err(|err| {
+            invalid_params(format!(
+                "the params of `{method}` cannot be read unambiguously ({err}); this proxy's \
+                 routes refuse what they cannot check, so it was not sent to the server"
+            ))
+        })?;
+        let Value::Object(mut params) = value else {
+            return Err(invalid_params(format!(
+                "the params of `{method}` must be a JSON object; it was not sent to the server"
+            )));
+        };
+        let mut names = Vec::new();
+        match method {
+            "tools/call" => name_member(&params, "name", Kind::Tool, method, &mut names)?,
+            "prompts/get" => name_member(&params, "name", Kind::Prompt, method, &mut names)?,
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                if let Some(slot) = params.get_mut("uri") {
+                    self.checked_uri(slot, method, "uri", &mut names)?;
+                }
+            }
+            "completion/complete" => match params.get("ref") {
+                None => {}
+                Some(Value::Object(reference)) => {
+                    name_member(reference, "name", Kind::Prompt, method, &mut names)?;
+                    // A `ref/resource` names a URI or a URI template: checked as written and
+                    // normalised, forwarded as written.
+                    name_member(reference, "uri", Kind::Resource, method, &mut names)?;
+                }
+                Some(_) => {
+                    return Err(invalid_params(format!(
+                        "member `ref` of `{method}` must be an object; it was not sent to the server"
+                    )));
+                }
+            },
+            "subscriptions/listen" => {
+                let uris = params
+                    .get_mut("notifications")
+                    .map(|filter| match filter {
+                        Value::Object(filter) => Ok(filter.get_mut("resourceSubscriptions")),
+                        _ => Err(()),
+                    })
+                    .transpose()
+                    .map_err(|()| {
+                        invalid_params(format!(
+                            "member `notifications` of `{method}` must be an object; it was not sent"
+                        ))
+                    })?
+                    .flatten();
+                match uris {
+                    None => {}
+                    Some(Value::Array(uris)) => {
+                        for uri in uris {
+                            self.checked_uri(uri, method, "resourceSubscriptions", &mut names)?;
+                        }
+                    }
+                    Some(_) => {
+                        return Err(invalid_params(format!(
+                            "member `notifications.resourceSubscriptions` of `{method}` must be an \
+                             array of URIs; it was not sent"
+                        )));
+                    }
+                }
+            }
+            _ => {}
+        }
+        let canonical = serde_json::to_string(&params)
+            .map_err(|err| ErrorData::internal_error(format!("params unwritable: {err}"), None))?;
+        Ok(Read { canonical, names })
+    }
+
+    /// A resource URI in a request: refused if it cannot be checked, replaced by its
+    /// normalised form (what was checked) when something is hidden.
+    fn checked_uri(
+        &self,
+        slot: &mut Value,
+        method: &str,
+        member: &str,
+        names: &mut Vec<Named>,
+    ) -> Result<(), ErrorData> {
+        let Value::String(raw) = slot else {
+            return Err(invalid_params(format!(
+                "member `{member}` of `{method}` must be a string URI; it was not sent to the server"
+            )));
+        };
+        if !self.hides() {
+            names.push(Named {
+                text: raw.clone(),
+                kind: Kind::Resource,
+            });
+            return Ok(());
+        }
+        let normalized = uri::normalize(raw).map_err(|bad| {
+            invalid_params(format!(
+                "resource `{raw}` is refused by this proxy's routes: {bad} (`{method}` was not \
+                 sent to the server)"
+            ))
+        })?;
+        names.push(Named {
+            text: raw.clone(),
+            kind: Kind::Resource,
+        });
+        if normalized != *raw {
+            names.push(Named {
+                text: normalized.clone(),
+                kind: Kind::Resource,
+            });
+            *slot = Value::String(normalized);
+        }
+        Ok(())
+    }
+
+    /// Whether an upstream's `notifications/resources/updated` must not reach the client: it
+    /// is about a hidden resource, or it cannot be read unambiguously.
+    pub(crate) fn hides_update(&self, params: Option<&str>) -> bool {
+        if !self.hides() {
+            return false;
+        }
+        let Some(text) = params else {
+            return false;
+        };
+        match strict::parse(text) {
+            Ok(Value::Object(params)) => match params.get("uri") {
+                Some(Value::String(uri)) => self.is_hidden_uri(uri),
+                None => false,
+                Some(_) => true,
+            },
+            _ => true,
+        }
+    }
+
+    /// Whether `method` is a listing: its answers pass [`Router::filter_upstream_listing`] on
+    /// the way to the models and [`Router::finish_listing`] on the way to the client.
+    pub(crate) fn is_listing(&self, method: &str) -> bool {
+        listing(method).is_some()
+    }
+
+    /// Whether a listing's `entry` is hidden (its name compared as `key` calls for).
+    fn entry_hidden(&self, entry: &Value, key: &str) -> bool {
+        let name = name_of(entry, key);
+        match key {
+            "uri" | "uriTemplate" => self.is_hidden_uri(name),
+            _ => self.is_hidden(name),
+        }
+    }
+
+    /// A listing's result read strictly, and its entries. `Ok(None)`: nothing to filter (no
+    /// entries member, or nothing hidden and the result unreadable: then it goes on as it is).
+    /// An error when something is hidden and the result cannot be read unambiguously: the
+    /// listing is withheld rather than passed on unfiltered.
+    fn read_listing(
+        &self,
+        method: &str,
+        member: &str,
+        raw: &str,
+    ) -> Result<Option<Map<String, Value>>, ErrorData> {
+        let withheld = |why: String| {
+            ErrorData::new(
+                ErrorCode(jsonrpc::INTERNAL_ERROR as i32),
+                format!(
+                    "the answer to `{method}` cannot be read unambiguously ({why}), so this proxy \
+                     cannot remove the entries its routes hide: the listing was withheld"
+                ),
+                None,
+            )
+        };
+        let result = match strict::parse(raw) {
+            Ok(Value::Object(result)) => result,
+            Ok(_) if self.hides() => return Err(withheld("it is not a JSON object".into())),
+            Err(err) if self.hides() => return Err(withheld(err.to_string())),
+            _ => return Ok(None),
+        };
+        match result.get(member) {
+            Some(Value::Array(_)) => Ok(Some(result)),
+            None => Ok(None),
+            Some(_) if self.hides() => Err(withheld(format!("member `{member}` is not an array"))),
+            Some(_) => Ok(None),
+        }
+    }
+
+    /// The upstream's answer to a listing, on its way to a hook: hidden entries removed. Also
+    /// returns the upstream's pass-through entries, which the final answer keeps as they are.
+    pub(crate) fn filter_upstream_listing(
+        &self,
+        method: &str,
+        raw: String,
+    ) -> Result<(String, Option<Vec<Value>>), ErrorData> {
+        let Some((member, key)) = listing(method) else {
+            return Ok((raw, None));
+        };
+        let Some(mut result) = self.read_listing(method, member, &raw)? else {
+            return Ok((raw, None));
+        };
+        let Some(Value::Array(entries)) = result.get_mut(member) else {
+            return Ok((raw, None));
+        };
+        let before = entries.len();
+        entries.retain(|entry| !self.entry_hidden(entry, key));
+        let kept: Vec<Value> = if self.pass_through.is_empty() {
+            Vec::new()
+        } else {
+            entries
+                .iter()
+                .filter(|entry| self.passes_through(name_of(entry, key)))
+                .cloned()
+                .collect()
+        };
+        let raw = if entries.len() == before {
+            raw
+        } else {
+            write_listing(method, &result)?
+        };
+        Ok((raw, Some(kept)))
+    }
+
+    /// The final answer to a listing, after the models: hidden entries removed (a model may
+    /// have added one), pass-through entries the upstream's own (`upstream`: what it listed in
+    /// this request, `None` if it was not asked).
+    pub(crate) fn finish_listing(
+        &self,
+        method: &str,
+        raw: String,
+        upstream: Option<Vec<Value>>,
+    ) -> Result<String, ErrorData> {
+        let Some((member, key)) = listing(method) else {
+            return Ok(raw);
+        };
+        let Some(mut result) = self.read_listing(method, member, &raw)? else {
+            return Ok(raw);
+        };
+        let Some(Value::Array(entries)) = result.get_mut(member) else {
+            return Ok(raw);
+        };
+        let mut changed = false;
+        let mut upstream =
+            upstream.map(|entries| entries.into_iter().map(Some).collect::<Vec<_>>());
+        let mut out = Vec::with_capacity(entries.len());
+        for entry in entries.drain(..) {
+            if self.entry_hidden(&entry, key) {
+                changed = true;
+                continue;
+            }
+            let name = name_of(&entry, key);
+            let original = match &mut upstream {
+                Some(listed) if self.passes_through(name) => Some(
+                    listed
+                        .iter_mut()
+                        .find(|e| e.as_ref().is_some_and(|e| name_of(e, key) == name))
+                        .and_then(Option::take),
+                ),
+                _ => None,
+            };
+            match original {
+                None => out.push(entry),
+                Some(Some(original)) => {
+                    changed |= original != entry;
+                    out.push(original);
+                }
+                // A pass-through name the upstream did not list: a model invented it.
+                Some(None) => changed = true,
+            }
+        }
+        for missing in upstream.into_iter().flatten().flatten() {
+            changed = true;
+            out.push(missing);
+        }
+        *entries = out;
+        if changed {
+            write_listing(method, &result)
+        } else {
+            Ok(raw)
+        }
+    }
+}
+
+/// For the fuzz target and property tests, not an API: what `routes`, in front of one server,
+/// forward upstream for a client request `method` with `params`. `Err` (the message) when the
+/// request is refused, else the params that are sent (`None`: none).
+///
+/// ```
+/// use mcp_middleware::routing::{Routes, forwarded};
+///
+/// let routes = Routes::new().hide("get-env");
+/// assert!(forwarded(&routes, "tools/call", Some(r#"{"\ud800":0,"name":"get-env"}"#)).is_err());
+/// assert_eq!(
+///     forwarded(&routes, "tools/call", Some(r#"{ "name" : "echo" }"#)).unwrap().as_deref(),
+///     Some(r#"{"name":"echo"}"#)
+/// );
+/// ```
+#[doc(hidden)]
+pub fn forwarded(
+    routes: &Routes,
+    method: &str,
+    params: Option<&str>,
+) -> Result<Option<String>, String> {
+    let upstream = Upstream::Stdio(crate::upstream::StdioServer::new("routes"));
+    let Some(router) = Router::new(routes, &upstream) else {
+        return Ok(params.map(str::to_owned));
+    };
+    let decision = router.decide(method, params);
+    match decision.route {
+        Route::Refused(error) => Err(error.message.into_owned()),
+        _ => Ok(decision.params.or_else(|| params.map(str::to_owned))),
+    }
+}
+
+/// For the fuzz target and property tests, not an API: an upstream's answer `raw` to the
+/// listing `method` as the client gets it through `routes` (no model changing it), or the
+/// error that withholds it.
+///
+/// ```
+/// use mcp_middleware::routing::{Routes, listed};
+///
+/// let routes = Routes::new().hide("get-env");
+/// let out = listed(&routes, "tools/list", r#"{"tools":[{"name":"get-env"},{"name":"echo"}]}"#);
+/// assert_eq!(out.unwrap(), r#"{"tools":[{"name":"echo"}]}"#);
+/// assert!(listed(&routes, "tools/list", r#"{"tools":[{"name":"get-env","name":"x"}]}"#).is_err());
+/// ```
+#[doc(hidden)]
+pub fn listed(routes: &Routes, method: &str, raw: &str) -> Result<String, String> {
+    let upstream = Upstream::Stdio(crate::upstream::StdioServer::new("routes"));
+    let Some(router) = Router::new(routes, &upstream) else {
+        return Ok(raw.to_owned());
+    };
+    let (raw, kept) = router
+        .filter_upstream_listing(method, raw.to_owned())
+        .map_err(|e| e.message.into_owned())?;
+    router
+        .finish_listing(method, raw, kept)
+        .map_err(|e| e.message.into_owned())
+}
+
+fn write_listing(method: &str, result: &Map<String, Value>) -> Result<String, ErrorData> {
+    serde_json::to_string(result).map_err(|err| {
+        ErrorData::internal_error(format!("the filtered `{method}` answer: {err}"), None)
+    })
+}
+
+/// A string member `key` of `object`, pushed onto `names`; refused when present but not a
+/// string (no reading of it could be checked).
+fn name_member(
+    object: &Map<String, Value>,
+    key: &str,
+    kind: Kind,
+    method: &str,
+    names: &mut Vec<Named>,
+) -> Result<(), ErrorData> {
+    match object.get(key) {
+        None => Ok(()),
+        Some(Value::String(name)) => {
+            names.push(Named {
+                text: name.clone(),
+                kind,
+            });
+            Ok(())
+        }
+        Some(_) => Err(invalid_params(format!(
+            "member `{key}` of `{method}` must be a string; it was not sent to the server"
+        ))),
+    }
+}
+
+fn name_of<'v>(entry: &'v Value, key: &str) -> &'v str {
+    entry.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// `name` as hidden patterns compare it: without surrounding whitespace, control or invisible
+/// format characters, lower-cased.
+fn normalize(name: &str) -> String {
+    name.trim_matches(|c: char| c.is_whitespace() || c.is_control() || is_invisible(c))
+        .to_lowercase()
+}
+
+/// Zero-width and byte-order marks, which some servers strip and which no name needs.
+fn is_invisible(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}' | '\u{00AD}')
+}
+
+fn strip_prefix_ignore_case<'n>(name: &'n str, prefix: &str) -> Option<&'n str> {
+    let head = name.get(..prefix.len())?;
+    if head.eq_ignore_ascii_case(prefix) || head.to_lowercase() == prefix {
+        name.get(prefix.len()..)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::{ServerSet, StdioServer};
+    use serde_json::json;
+
+    fn single(routes: Routes) -> Router {
+        Router::new(&routes, &Upstream::Stdio(StdioServer::new("x"))).unwrap()
+    }
+
+    fn set(routes: Routes) -> Router {
+        let set = ServerSet::new()
+            .server("github", StdioServer::new("a"))
+            .server("files", StdioServer::new("b"));
+        Router::new(&routes, &Upstream::Set(set)).unwrap()
+    }
+
+    fn route(router: &Router, method: &str, params: Option<&str>) -> Route {
+        router.decide(method, params).route
+    }
+
+    #[test]
+    fn no_routes_no_router() {
+        assert!(Router::new(&Routes::new(), &Upstream::Stdio(StdioServer::new("x"))).is_none());
+    }
+
+    #[test]
+    fn hidden_names_match_under_any_spelling() {
+        let router = single(Routes::new().hide("admin-*").hide("Reset"));
+        for name in [
+            "admin-x",
+            "ADMIN-X",
+            " admin-x",
+            "admin-x\n",
+            "\u{200B}admin-x",
+            "reset",
+            "RESET\t",
+        ] {
+            assert!(router.is_hidden(name), "{name:?}");
+        }
+        for name in ["admin", "xadmin-x", "resets", "re set"] {
+            assert!(!router.is_hidden(name), "{name:?}");
+        }
+    }
+
+    #[test]
+    fn namespaced_names_match_by_their_server_name_too() {
+        let router = set(Routes::new().hide("delete_*").pass_through("echo"));
+        assert!(router.is_hidden("github__delete_repo"));
+        assert!(router.is_hidden("GitHub__Delete_Repo"));
+        assert!(router.is_hidden("files__ delete_file"));
+        assert!(!router.is_hidden("github__list"));
+        assert!(router.passes_through("files__echo"));
+        assert!(router.passes_through("echo"));
+        let exact = set(Routes::new().hide("github__*"));
+        assert!(exact.is_hidden("github__anything"));
+        assert!(!exact.is_hidden("files__anything"));
+    }
+
+    #[test]
+    fn hidden_beats_pass_through() {
+        let router = single(Routes::new().hide("echo").pass_through("e*"));
+        assert!(!router.passes_through("echo"));
+        assert!(router.passes_through("else"));
+        let call = |name: &str| json!({"name": name}).to_string();
+        assert!(matches!(
+            route(&router, "tools/call", Some(&call("echo"))),
+            Route::Refused(_)
+        ));
+        assert!(matches!(
+            route(&router, "tools/call", Some(&call("else"))),
+            Route::PassThrough
+        ));
+        assert!(matches!(
+            route(&router, "tools/call", Some(&call("other"))),
+            Route::Chain
+        ));
+    }
+
+    #[test]
+    fn a_duplicate_name_member_cannot_smuggle_a_hidden_tool() {
+        let router = single(Routes::new().hide("admin").pass_through("echo"));
+        let params = r#"{"name":"echo","arguments":{},"name":"admin"}"#;
+        assert!(matches!(
+            route(&router, "tools/call", Some(params)),
+            Route::Refused(_)
+        ));
+        let escaped = r#"{"name":"adm\u0069n"}"#;
+        assert!(matches!(
+            route(&router, "tools/call", Some(escaped)),
+            Route::Refused(_)
+        ));
+    }
+
+    #[test]
+    fn resources_prompts_and_completions_are_routed_too() {
+        let router = single(Routes::new().hide("file:///secret/*").hide("internal-*"));
+        let read = json!({"uri": "file:///secret/key"}).to_string();
+        assert!(matches!(
+            route(&router, "resources/read", Some(&read)),
+            Route::Refused(_)
+        ));
+        assert!(matches!(
+            route(&router, "resources/subscribe", Some(&read)),
+            Route::Refused(_)
+        ));
+        let prompt = json!({"name": "internal-notes"}).to_string();
+        assert!(matches!(
+            route(&router, "prompts/get", Some(&prompt)),
+            Route::Refused(_)
+        ));
+        let completion = json!({"ref": {"type": "ref/prompt", "name": "internal-x"}, "argument": {"name": "a", "value": ""}}).to_string();
+        assert!(matches!(
+            route(&router, "completion/complete", Some(&completion)),
+            Route::Refused(_)
+        ));
+        assert!(matches!(route(&router, "tools/list", None), Route::Listing));
+        assert!(matches!(route(&router, "ping", None), Route::Chain));
+        let Route::Refused(error) = route(&router, "resources/read", Some(&read)) else {
+            unreachable!()
+        };
+        assert_eq!(error.code.0, -32602);
+        assert!(
+            error.message.contains("file:///secret/key"),
+            "{}",
+            error.message
+        );
+    }
+
+    #[test]
+    fn listings_lose_hidden_entries_and_keep_the_upstreams_pass_through_entries() {
+        let router = single(Routes::new().hide("admin-*").pass_through("echo"));
+        let upstream = json!({"tools": [
+            {"name": "admin-reset"}, {"name": "echo", "description": "upstream's"}, {"name": "t"}
+        ], "x-extra": 1})
+        .to_string();
+        let (filtered, kept) = router
+            .filter_upstream_listing("tools/list", upstream)
+            .unwrap();
+        let filtered: Value = serde_json::from_str(&filtered).unwrap();
+        assert_eq!(filtered["tools"].as_array().unwrap().len(), 2);
+        assert_eq!(filtered["x-extra"], 1);
+        // A model rewrote echo, dropped nothing else, and added a hidden tool back.
+        let from_models = json!({"tools": [
+            {"name": "echo", "description": "rewritten"}, {"name": "t"}, {"name": "admin-new"}
+        ]})
+        .to_string();
+        let last: Value = serde_json::from_str(
+            &router
+                .finish_listing("tools/list", from_models, kept.clone())
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            last["tools"],
+            json!([{"name": "echo", "description": "upstream's"}, {"name": "t"}])
+        );
+        // A model dropped echo: it comes back at the end.
+        let dropped = json!({"tools": [{"name": "t"}]}).to_string();
+        let last: Value =
+            serde_json::from_str(&router.finish_listing("tools/list", dropped, kept).unwrap())
+                .unwrap();
+        assert_eq!(last["tools"][1]["name"], "echo");
+        // Nothing to change: the bytes stay as they were.
+        let untouched = r#"{"tools" : [ {"name":"t"} ]}"#.to_owned();
+        assert_eq!(
+            router
+                .finish_listing("tools/list", untouched.clone(), Some(Vec::new()))
+                .unwrap(),
+            untouched
+        );
+    }
+
+    #[test]
+    fn what_two_parsers_could_read_differently_is_refused() {
+        let router = single(Routes::new().hide("get-env").hide("secret-*"));
+        for params in [
+            r#"{"\ud800":0,"name":"get-env","arguments":{}}"#,
+            r#"{"name":1e999,"name":"get-env"}"#,
+            r#"{"name":"\q","name":"get-env"}"#,
+            r#"{"name":"echo","name":"get-env"}"#,
+            r#"{"name":"echo","arguments":{"a":1,"a":2}}"#,
+            r#"{"name":"echo","arguments":{"x":"\udfff"}}"#,
+            r#"{"name":["get-env"]}"#,
+            r#"["get-env"]"#,
+        ] {
+            let Route::Refused(error) = route(&router, "tools/call", Some(params)) else {
+                panic!("forwarded: {params}");
+            };
+            assert_eq!(error.code.0, -32602, "{params}");
+        }
+        for (method, params) in [
+            ("prompts/get", r#"{"name":"x","name":"secret-p"}"#),
+            (
+                "completion/complete",
+                r#"{"ref":{"type":"ref/prompt","name":"x","name":"secret-p"}}"#,
+            ),
+            ("resources/read", r#"{"uri":"demo://a","uri":"demo://b"}"#),
+            (
+                "subscriptions/listen",
+                r#"{"notifications":{"resourceSubscriptions":"demo://a"}}"#,
+            ),
+        ] {
+            assert!(
+                matches!(route(&router, method, Some(params)), Route::Refused(_)),
+                "{method} {params}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_was_checked_is_what_is_forwarded() {
+        let router = single(Routes::new().hide("get-env"));
+        let decision = router.decide(
+            "tools/call",
+            Some(r#"{ "name" : "\u0065cho", "arguments": {"n": 1.50} }"#),
+        );
+        assert!(matches!(decision.route, Route::Chain));
+        assert_eq!(
+            decision.params.as_deref(),
+            Some(r#"{"name":"echo","arguments":{"n":1.5}}"#)
+        );
+    }
+
+    #[test]
+    fn hidden_resources_are_refused_under_every_spelling_and_template() {
+        let router = single(
+            Routes::new()
+                .hide("demo://resource/static/document/architecture.md")
+                .hide("demo://resource/dynamic/text/{id}"),
+        );
+        for uri in [
+            "demo://resource/static/document/architecture.md",
+            "demo://resource/static/x/../document/architecture.md",
+            "demo://resource/static/x/%2e%2e/document/architecture.md",
+            "DEMO://Resource/static/document/%61rchitecture.md",
+            "demo://resource/static/document%2Farchitecture.md",
+            "demo://resource/static/document%5carchitecture.md",
+            "demo://resource/static/document/architecture.md%00",
+            "demo://resource/dynamic/text/1",
+            "demo://resource/dynamic/text/%31",
+            "demo://resource/dynamic/blob/../text/7",
+            "not a uri",
+        ] {
+            let read = json!({ "uri": uri }).to_string();
+            for method in [
+                "resources/read",
+                "resources/subscribe",
+                "resources/unsubscribe",
+            ] {
+                assert!(
+                    matches!(route(&router, method, Some(&read)), Route::Refused(_)),
+                    "{method} {uri}"
+                );
+            }
+            let listen = json!({"notifications": {"resourceSubscriptions": ["demo://resource/static/document/other.md", uri]}}).to_string();
+            assert!(
+                matches!(
+                    route(&router, "subscriptions/listen", Some(&listen)),
+                    Route::Refused(_)
+                ),
+                "listen {uri}"
+            );
+        }
+        let other = json!({"uri": "demo://resource/static/x/../document/other.md"}).to_string();
+        let decision = router.decide("resources/read", Some(&other));
+        assert!(matches!(decision.route, Route::Chain));
+        assert_eq!(
+            decision.params.as_deref(),
+            Some(r#"{"uri":"demo://resource/static/document/other.md"}"#)
+        );
+        assert!(router.hides_update(Some(r#"{"uri":"demo://resource/dynamic/text/3"}"#)));
+        assert!(router.hides_update(Some(r#"{"uri":"x","uri":"y"}"#)));
+        assert!(!router.hides_update(Some(
+            r#"{"uri":"demo://resource/static/document/other.md"}"#
+        )));
+    }
+
+    #[test]
+    fn an_unreadable_listing_is_withheld_and_hidden_spellings_are_removed() {
+        let router = single(
+            Routes::new()
+                .hide("get-env")
+                .hide("demo://resource/static/document/architecture.md")
+                .hide("demo://resource/dynamic/text/{id}"),
+        );
+        for raw in [
+            r#"{"tools":[{"name":"get-env"}],"tools":[]}"#,
+            r#"{"tools":[{"name":"\ud800get-env"}]}"#,
+            r#"{"tools":[{"name":"echo","n":1e999}]}"#,
+            r#"{"tools":{"name":"get-env"}}"#,
+            r#"[]"#,
+            r#"{"tools":["#,
+        ] {
+            let err = router
+                .filter_upstream_listing("tools/list", raw.to_owned())
+                .unwrap_err();
+            assert_eq!(err.code.0, -32603, "{raw}");
+            assert!(err.message.contains("withheld"), "{}", err.message);
+            assert!(
+                router
+                    .finish_listing("tools/list", raw.to_owned(), None)
+                    .is_err()
+            );
+        }
+        let resources = json!({"resources": [
+            {"uri": "demo://resource/static/x/../document/architecture.md"},
+            {"uri": "DEMO://resource/dynamic/text/5"},
+            {"uri": "demo://resource/static/document/other.md"}
+        ]})
+        .to_string();
+        let (out, _) = router
+            .filter_upstream_listing("resources/list", resources)
+            .unwrap();
+        assert_eq!(
+            out,
+            r#"{"resources":[{"uri":"demo://resource/static/document/other.md"}]}"#
+        );
+        let templates = json!({"resourceTemplates": [
+            {"uriTemplate": "demo://resource/dynamic/text/{id}"},
+            {"uriTemplate": "demo://resource/dynamic/blob/{id}"}
+        ]})
+        .to_string();
+        let (out, _) = router
+            .filter_upstream_listing("resources/templates/list", templates)
+            .unwrap();
+        assert_eq!(
+            out,
+            r#"{"resourceTemplates":[{"uriTemplate":"demo://resource/dynamic/blob/{id}"}]}"#
+        );
+    }
+}
