@@ -136,12 +136,20 @@ impl Below<'_> {
 
     /// The raw outcome; an error says whether the routes refused it.
     async fn call_tool_raw(&self, params: Option<&str>) -> Result<String, (bool, rmcp::ErrorData)> {
-        let route = match self.ctx.scope().chain.router() {
-            Some(router) => router.route("tools/call", params),
-            None => Route::Chain,
+        // One decision, on what goes on: the router's canonical reading replaces the text.
+        let decision = self
+            .ctx
+            .scope()
+            .chain
+            .router()
+            .map(|router| router.decide("tools/call", params));
+        let (route, canonical) = match decision {
+            Some(decision) => (decision.route, decision.params),
+            None => (Route::Chain, None),
         };
+        let params = canonical.as_deref().or(params);
         match route {
-            Route::Hidden(error) => Err((true, error)),
+            Route::Refused(error) => Err((true, error)),
             Route::PassThrough => self
                 .ctx
                 .upstream_raw("tools/call", params.map(str::to_owned))
@@ -170,7 +178,7 @@ impl Below<'_> {
         let mut listed =
             dispatch::run_steps::<hooks::ToolsList>(steps, self.ctx, raw.as_deref()).await?;
         if let Some(router) = self.ctx.scope().chain.router() {
-            listed = router.finish_listing("tools/list", listed, self.ctx.take_listed());
+            listed = router.finish_listing("tools/list", listed, self.ctx.take_listed())?;
         }
         from_result("tools/list", &listed)
     }
