@@ -6,6 +6,7 @@
 
 mod env_refs;
 mod http;
+mod parent_death;
 mod set;
 mod stdio;
 
