@@ -36,10 +36,10 @@ pub(crate) fn verify_command(args: &VerifyArgs) -> anyhow::Result<()> {
     match verify(&args.file, &key)? {
         Verdict::Intact { records, last_mac } => {
             match last_mac {
-                Some(mac) => println!(
+                Some(mac) => crate::output::outln!(
                     "audit log {file} is intact: {records} record(s), the last one's MAC is {mac}"
-                ),
-                None => println!("audit log {file} is intact: it is empty"),
+                )?,
+                None => crate::output::outln!("audit log {file} is intact: it is empty")?,
             }
             Ok(())
         }
