@@ -75,11 +75,25 @@ pub enum Identity {
 }
 
 impl Identity {
-    /// The local user, from `$USER` (or `$USERNAME`).
+    /// The local user: on Unix the name the user database gives the process's user id (so it
+    /// holds with `$USER` unset or wrong), else `$USER` (or `$USERNAME`), else the user id
+    /// itself (a container's user without a passwd entry).
     pub fn local_user() -> Self {
-        let name = std::env::var("USER")
-            .or_else(|_| std::env::var("USERNAME"))
-            .unwrap_or_else(|_| "unknown".to_owned());
+        let from_env = || {
+            std::env::var("USER")
+                .or_else(|_| std::env::var("USERNAME"))
+                .ok()
+        };
+        #[cfg(unix)]
+        let name = {
+            let uid = nix::unistd::Uid::current();
+            match nix::unistd::User::from_uid(uid) {
+                Ok(Some(user)) => user.name,
+                _ => from_env().unwrap_or_else(|| uid.to_string()),
+            }
+        };
+        #[cfg(not(unix))]
+        let name = from_env().unwrap_or_else(|| "unknown".to_owned());
         Identity::LocalUser { name }
     }
 

@@ -201,7 +201,8 @@ impl Proxy {
                     }
                 }
             }
-            let _ = events_tx.send(Event::ClientClosed).await;
+            // Not `ClientClosed`: the client may still read the answers to what it asked.
+            let _ = events_tx.send(Event::InputEnded).await;
         });
         let ended = session.run(events).await;
         reader.abort();

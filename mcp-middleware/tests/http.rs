@@ -572,12 +572,15 @@ async fn unknown_paths_and_hosts_and_origins_are_refused() {
         assert_eq!(reply.status, status, "host {host}, origin {origin:?}");
         if status == 403 {
             let error = reply.json().await;
-            assert!(
-                error["error"]["message"]
-                    .as_str()
-                    .unwrap()
-                    .contains("DNS-rebinding")
-            );
+            let message = error["error"]["message"].as_str().unwrap();
+            assert!(message.contains("DNS-rebinding"), "{message}");
+            // It says how to allow what was refused.
+            let option = if message.contains("Host `") {
+                format!("--allow-host {host}")
+            } else {
+                format!("--allow-origin {}", origin.unwrap_or_default())
+            };
+            assert!(message.contains(&option), "{message}");
             assert_eq!(error["id"], Value::Null);
         } else if let Some(origin) = origin {
             assert_eq!(reply.header("access-control-allow-origin"), Some(origin));

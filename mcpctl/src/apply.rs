@@ -4,7 +4,7 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
-use mcpctl::store::{AnyResource, Kind, Spec, parse_documents};
+use mcpctl::store::{AnyResource, Kind, Spec, parse_every_document};
 use serde_json::json;
 
 use crate::cli::{DeleteArgs, OutputArg};
@@ -25,10 +25,27 @@ pub(crate) struct ApplyArgs {
 /// Reads every file, then applies every resource in one go: checked together, written together.
 pub(crate) fn apply(args: &ApplyArgs) -> anyhow::Result<()> {
     let mut resources: Vec<AnyResource> = Vec::new();
+    // Every wrong document of every file is reported at once, so one run shows all to fix.
+    let mut errors = Vec::new();
     for path in &args.files {
         for (label, text) in read_inputs(path)? {
-            resources.extend(parse_documents(&label, &text)?);
+            match parse_every_document(&label, &text) {
+                Ok(read) => resources.extend(read),
+                Err(wrong) => errors.extend(wrong),
+            }
         }
+    }
+    match errors.len() {
+        0 => {}
+        1 => return Err(errors.remove(0).into()),
+        n => bail!(
+            "{n} documents are wrong, nothing was applied:\n  {}",
+            errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n  ")
+        ),
     }
     if resources.is_empty() {
         bail!(

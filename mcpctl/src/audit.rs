@@ -52,10 +52,10 @@ pub(crate) fn verify_command(args: &VerifyArgs) -> anyhow::Result<()> {
             restarts,
         } => {
             match last_mac {
-                Some(mac) => println!(
+                Some(mac) => crate::output::outln!(
                     "audit log {file} is intact: {records} record(s), the last one's MAC is {mac}"
-                ),
-                None => println!("audit log {file} is intact: it is empty"),
+                )?,
+                None => crate::output::outln!("audit log {file} is intact: it is empty")?,
             }
             if let Some(anchor) = &args.anchor {
                 println!("it holds the record its anchor {} names", anchor.display());

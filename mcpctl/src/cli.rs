@@ -169,6 +169,9 @@ enum DeleteWhat {
     /// Prompts (not while a project names them).
     #[command(alias = "prompts")]
     Prompt(DeleteArgs),
+    /// Refused: proxy models are code. Accepted here only to say so.
+    #[command(hide = true, alias = "proxymodels")]
+    Proxymodel(DeleteArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -209,6 +212,16 @@ pub(crate) fn init_logging(cli: &Cli) -> anyhow::Result<()> {
         None => EnvFilter::try_from_env("MCPCTL_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
     };
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // A command that runs and ends (get, apply, edit, ...) says what it warns about in one
+    // line, as a CLI does; the long-running ones (`proxy`, `serve`) log with time and level.
+    let long_running = matches!(cli.command, Command::Proxy(_) | Command::Serve(_));
+    if !long_running && cli.log.is_none() && cli.log_file.is_none() {
+        builder
+            .event_format(OneLine)
+            .with_writer(std::io::stderr)
+            .init();
+        return Ok(());
+    }
     match &cli.log_file {
         Some(path) => {
             let file = std::fs::OpenOptions::new()
@@ -227,6 +240,31 @@ pub(crate) fn init_logging(cli: &Cli) -> anyhow::Result<()> {
             .init(),
     }
     Ok(())
+}
+
+/// Log events as `mcpctl: warning: MESSAGE`, one line each: what an ordinary command prints.
+struct OneLine;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for OneLine
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let level = match *event.metadata().level() {
+            tracing::Level::ERROR => "error",
+            tracing::Level::WARN => "warning",
+            _ => "note",
+        };
+        write!(writer, "mcpctl: {level}: ")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
 }
 
 pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
@@ -256,6 +294,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
             DeleteWhat::Project(args) => apply::delete::<ProjectSpec>(&args),
             DeleteWhat::Server(args) => apply::delete::<ServerSpec>(&args),
             DeleteWhat::Prompt(args) => apply::delete::<PromptSpec>(&args),
+            DeleteWhat::Proxymodel(args) => models::refuse_delete(&args.names),
         },
         Command::Edit { what } => match what {
             EditWhat::Project(edits) => edit::project(*edits),

@@ -120,6 +120,19 @@ pub(crate) fn describe(name: &str, output: Output) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `mcpctl delete proxymodel NAME...`: always refused, with the reason (SPEC C3).
+pub(crate) fn refuse_delete(names: &[String]) -> anyhow::Result<()> {
+    let named = names
+        .iter()
+        .map(|name| format!("`{name}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    anyhow::bail!(
+        "proxy models are code: they cannot be deleted ({named} is compiled into this mcpctl); \
+         a project stops using one with `mcpctl edit project PROJECT --proxyModel OTHER`"
+    )
+}
+
 fn summary(model: &ModelDescriptor) -> Value {
     json!({
         "name": model.name,

@@ -6,6 +6,7 @@
 //! as end-of-file on a FIFO the upstream holds open) with a bound.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -122,6 +123,8 @@ impl Proxy {
             .args(["python3", "-u"])
             .arg(script)
             .env_remove("MCPCTL_LOG")
+            // Its own process group, which the upstream joins: `Drop` stops both at once.
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -257,12 +260,24 @@ impl Proxy {
 }
 
 impl Drop for Proxy {
+    /// Stops the proxy and whatever it started: SIGKILL to the whole process group, so an
+    /// upstream told to `stall` does not sleep on with no parent (the proxy's own
+    /// parent-death signal covers it too; this does not rely on it).
     fn drop(&mut self) {
         if let Some(child) = self.child.as_mut() {
+            kill_group(child.id());
             let _ = child.kill();
             let _ = child.wait();
         }
     }
+}
+
+/// SIGKILL to every process in the group `pgid`.
+fn kill_group(pgid: u32) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pgid}")])
+        .stderr(Stdio::null())
+        .status();
 }
 
 /// A `/proc/PID/status` figure in KiB (VmRSS, VmHWM).
@@ -452,6 +467,38 @@ fn an_upstream_that_stops_reading_gets_no_more_than_its_queue_and_requests_are_r
             "{next}"
         );
     }
+}
+
+#[test]
+fn a_proxy_killed_with_sigkill_takes_its_upstream_with_it() {
+    let scratch = Scratch::new();
+    let lifeline = Lifeline::new(&scratch);
+    let log = scratch.path("upstream.log");
+    let mut proxy = Proxy::start(
+        &[],
+        &[
+            ("SCRIPTED_LIFELINE", &lifeline.path),
+            ("SCRIPTED_LOG", &log),
+        ],
+    );
+    proxy.initialize();
+    // An upstream busy for an hour, not reading its input (so not seeing it close): only the
+    // kernel's parent-death signal can stop it, since SIGKILL gives the proxy no chance to.
+    proxy.send(&json!({"jsonrpc": "2.0", "id": "stall", "method": "stall", "params": {}}));
+    let deadline = Instant::now() + WAIT;
+    while !std::fs::read_to_string(&log).is_ok_and(|seen| seen.contains("\"stall\"")) {
+        assert!(Instant::now() < deadline, "the upstream never got `stall`");
+        thread::sleep(Duration::from_millis(10));
+    }
+    let kill = Command::new("kill")
+        .args(["-KILL", &proxy.pid().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(kill.success());
+    assert!(
+        lifeline.wait(WAIT),
+        "the upstream outlived a proxy killed with SIGKILL"
+    );
 }
 
 #[test]

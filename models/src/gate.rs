@@ -105,7 +105,8 @@ pub mod gate {
         } else {
             format!(
                 "This session is gated: call `{BEGIN}` with your intent (what you are trying to \
-                 do) first; `{}` becomes available after that.",
+                 do) first; after that the server's tools are listed and callable (`{}` too, if \
+                 the server has a tool of that name).",
                 params.name
             )
         };

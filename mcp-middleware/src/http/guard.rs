@@ -51,7 +51,8 @@ impl Guard {
         {
             return Err(Reject::forbidden(format!(
                 "Forbidden: Host `{host}` is not allowed (DNS-rebinding protection); \
-                 the proxy accepts loopback hosts and those configured with allowed hosts"
+                 the proxy accepts loopback hosts and those it is told to allow: \
+                 `mcpctl serve --allow-host {host}`, or `HttpOptions::allow_host` in code"
             )));
         }
         if let Some(origin) = origin
@@ -59,7 +60,8 @@ impl Guard {
         {
             return Err(Reject::forbidden(format!(
                 "Forbidden: Origin `{origin}` is not allowed (DNS-rebinding protection); \
-                 the proxy accepts loopback origins and those configured with allowed origins"
+                 the proxy accepts loopback origins and those it is told to allow: \
+                 `mcpctl serve --allow-origin {origin}`, or `HttpOptions::allow_origin` in code"
             )));
         }
         Ok(())

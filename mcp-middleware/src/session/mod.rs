@@ -69,6 +69,11 @@ pub struct SessionOptions {
     pub max_message_bytes: usize,
     /// How long the upstream may take to exit after its stdin is closed before it is killed.
     pub shutdown_grace: Duration,
+    /// How long requests already sent may still be answered after a stdio client closed its
+    /// input (`printf '...' | mcpctl proxy ...`): as a server would, the proxy answers what
+    /// it was asked before it exits. What is still unanswered then is cancelled upstream and
+    /// named in a warning. Default 10 s (a request's own timeout may end it sooner).
+    pub input_closed_grace: Duration,
     /// How many bytes of messages may wait for the client (not yet read by it) before the
     /// proxy stops reading the upstream until the client catches up. A client that lets this
     /// plus `max_message_bytes` pile up ends its session with an error. Default 16 MiB.
@@ -85,6 +90,7 @@ impl Default for SessionOptions {
             request_timeout: Some(Duration::from_secs(300)),
             max_message_bytes: 64 * 1024 * 1024,
             shutdown_grace: Duration::from_secs(2),
+            input_closed_grace: Duration::from_secs(10),
             client_queue_bytes: 16 * 1024 * 1024,
             upstream_queue_bytes: 16 * 1024 * 1024,
         }
@@ -109,6 +115,9 @@ pub(crate) enum Event {
     Client(Frame),
     /// The client closed its side, or reading it failed.
     ClientClosed,
+    /// A stdio client's input ended: it sends nothing more but may still read what it asked
+    /// for, so requests in flight are answered first (within `input_closed_grace`).
+    InputEnded,
 }
 
 /// A request sent upstream whose answer has not arrived.
@@ -285,7 +294,13 @@ impl Session {
             .limit()
             .saturating_add(self.options.max_message_bytes);
         self.start_session_hooks();
+        // Set once a stdio client's input ended with requests in flight: until then they
+        // may still be answered.
+        let mut draining: Option<tokio::time::Instant> = None;
         let ended = loop {
+            if draining.is_some() && !self.requests_in_flight() {
+                break Ended::ClientClosed;
+            }
             // Hooks' calls first: a notification a hook let through is relayed before the
             // client's next message.
             while let Ok(call) = calls.try_recv() {
@@ -304,10 +319,18 @@ impl Session {
             let behind = backlog.over();
             tokio::select! {
                 Some(call) = calls.recv() => self.on_loop_call(call),
-                event = inbox.recv() => match event {
+                event = inbox.recv(), if draining.is_none() => match event {
                     Some(Event::Client(frame)) => self.on_client_frame(frame),
-                    Some(Event::ClientClosed) | None => break Ended::ClientClosed,
+                    Some(Event::InputEnded) if self.requests_in_flight() => {
+                        tracing::debug!("the client's input ended; answering what is in flight first");
+                        draining = Some(tokio::time::Instant::now() + self.options.input_closed_grace);
+                    }
+                    Some(Event::ClientClosed | Event::InputEnded) | None => break Ended::ClientClosed,
                 },
+                _ = tokio::time::sleep_until(draining.unwrap_or_else(tokio::time::Instant::now)), if draining.is_some() => {
+                    self.warn_unanswered();
+                    break Ended::ClientClosed;
+                }
                 Some(event) = upstream.recv(), if !behind => match event {
                     UpstreamEvent::Line { generation, line } => {
                         if generation == self.generation {
@@ -347,6 +370,37 @@ impl Session {
             UpstreamState::Down { .. } => {}
         }
         ended
+    }
+
+    /// Whether a request sent upstream (by the client, or by a hook) still waits for its answer.
+    fn requests_in_flight(&self) -> bool {
+        self.pending
+            .values()
+            .any(|p| matches!(p, Pending::Client { .. } | Pending::Hook { .. }))
+    }
+
+    /// Names the client's requests that had no answer when the input-closed grace ran out.
+    fn warn_unanswered(&self) {
+        let mut unanswered: Vec<String> = self
+            .pending
+            .values()
+            .filter_map(|p| match p {
+                Pending::Client { id, method, .. } => Some(format!("`{method}` (id {id})")),
+                _ => None,
+            })
+            .collect();
+        unanswered.sort();
+        tracing::warn!(
+            "the client closed its input; {} request(s) still had no answer {} s later and were \
+             cancelled: {}",
+            unanswered.len(),
+            self.options.input_closed_grace.as_secs(),
+            if unanswered.is_empty() {
+                "those of hooks".to_owned()
+            } else {
+                unanswered.join(", ")
+            }
+        );
     }
 
     /// The session is over: every request still waiting for the upstream is cancelled there

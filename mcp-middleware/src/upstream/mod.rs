@@ -7,6 +7,7 @@
 mod env_refs;
 mod environment;
 mod http;
+mod parent_death;
 mod set;
 mod sse;
 mod stdio;

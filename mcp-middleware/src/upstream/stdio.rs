@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 
 use super::env_refs::{self, env_references};
 use super::environment::EnvPolicy;
+use super::parent_death;
 use crate::error::UpstreamError;
 use crate::transport::queue::{Gauge, LineQueue};
 use crate::transport::{Frame, LineReader, write_lines};
@@ -135,6 +136,7 @@ impl StdioServer {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
+        parent_death::die_with_parent(&mut command);
         if let Some(dir) = &self.current_dir {
             command.current_dir(resolve(dir.as_os_str())?);
         }

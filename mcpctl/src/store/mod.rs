@@ -42,7 +42,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use error::{Located, StoreError};
-pub use parse::parse_documents;
+pub use parse::{parse_documents, parse_every_document};
 pub use project::{ProjectSpec, Routes};
 pub use prompt::PromptSpec;
 pub use resource::{AnyResource, Kind, Project, Prompt, Resource, Server, Spec, valid_name};

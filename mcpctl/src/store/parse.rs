@@ -15,19 +15,45 @@ use super::server::ServerSpec;
 /// Reads every resource in a multi-document YAML `text`; `file` names it in errors. Empty
 /// documents (a stray `---`) are skipped. Logs a deprecation warning for each `gated:`.
 pub fn parse_documents(file: &str, text: &str) -> Result<Vec<AnyResource>, Located> {
+    parse_every_document(file, text).map_err(|mut errors| errors.remove(0))
+}
+
+/// Like [`parse_documents`], but a document that is wrong does not hide the next ones: the
+/// error is every wrong document's, in file order (never empty). A YAML syntax error ends
+/// the reading there, since the documents after it cannot be told apart.
+pub fn parse_every_document(file: &str, text: &str) -> Result<Vec<AnyResource>, Vec<Located>> {
+    let mut errors = Vec::new();
     let mut kinds = Vec::new();
     for document in yaml_serde::Deserializer::from_str(text) {
-        // A syntax error repeats for every later document: stop at the first.
-        kinds.push(read::<Option<Header>>(file, document)?.map(|h| h.kind));
+        match read::<Option<Header>>(file, document) {
+            Ok(header) => kinds.push(header.map(|h| h.kind)),
+            Err(err) => {
+                let syntax = err.field.is_none();
+                errors.push(err);
+                kinds.push(None);
+                // A syntax error repeats for every later document: stop at the first.
+                if syntax {
+                    break;
+                }
+            }
+        }
     }
     let mut resources = Vec::new();
     for (document, kind) in yaml_serde::Deserializer::from_str(text).zip(kinds) {
         let Some(kind) = kind else { continue };
-        resources.push(match kind {
-            super::Kind::Server => typed::<ServerSpec>(file, document)?,
-            super::Kind::Prompt => typed::<PromptSpec>(file, document)?,
-            super::Kind::Project => typed::<ProjectSpec>(file, document)?,
-        });
+        let resource = match kind {
+            super::Kind::Server => typed::<ServerSpec>(file, document),
+            super::Kind::Prompt => typed::<PromptSpec>(file, document),
+            super::Kind::Project => typed::<ProjectSpec>(file, document),
+        };
+        match resource {
+            Ok(resource) => resources.push(resource),
+            Err(err) => errors.push(err),
+        }
+    }
+    if !errors.is_empty() {
+        errors.sort_by_key(|e| (e.line, e.column));
+        return Err(errors);
     }
     for resource in &resources {
         if let AnyResource::Project(project) = resource {
