@@ -38,7 +38,7 @@ pub(crate) struct SessionFactory {
 
 /// What stateless (2026-07-28) requests share a session by: the client's name from the request
 /// envelope (`io.modelcontextprotocol/clientInfo`) and the principal the request authenticated
-/// as ([`Identity`]'s principal: `anonymous:anonymous` when the front authenticates no one), so
+/// as ([`Identity`]'s principal: `anonymous` when the front authenticates no one), so
 /// two users of one client never share model state.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct StatelessKey {
