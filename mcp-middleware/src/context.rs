@@ -750,7 +750,10 @@ mod tests {
         let shifted_a = certificate("CN=a", "CN=b:c");
         let shifted_b = certificate("CN=a:CN=b", "c");
         assert_ne!(shifted_a.principal(), shifted_b.principal());
-        assert_eq!(parts(&shifted_a.principal()), ["certificate", "CN=a", "CN=b:c"]);
+        assert_eq!(
+            parts(&shifted_a.principal()),
+            ["certificate", "CN=a", "CN=b:c"]
+        );
     }
 
     #[test]

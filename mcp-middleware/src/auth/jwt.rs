@@ -177,8 +177,8 @@ impl JwtKey {
         if oid == OID_RSA {
             let key = pkcs1::RsaPublicKey::<x509_cert::der::asn1::UintRef<'_>>::from_der(bits)
                 .map_err(|_| {
-                AuthError::Key("the RSA public key is not a PKCS#1 RSAPublicKey".to_owned())
-            })?;
+                    AuthError::Key("the RSA public key is not a PKCS#1 RSAPublicKey".to_owned())
+                })?;
             return Self::rsa(key.modulus.as_bytes(), key.public_exponent.as_bytes());
         }
         if oid == OID_EC {
@@ -568,9 +568,7 @@ impl JwtVerifier {
             None => {}
             Some(Value::String(typ)) if typ_is_jwt(typ) => {}
             Some(_) => {
-                return Err(AuthFailure::Malformed(
-                    "its `typ` is not `JWT` or `at+jwt`",
-                ));
+                return Err(AuthFailure::Malformed("its `typ` is not `JWT` or `at+jwt`"));
             }
         }
         if header.contains_key("crit") {
@@ -579,7 +577,9 @@ impl JwtVerifier {
             ));
         }
         let alg = match header.get("alg") {
-            Some(Value::String(name)) => algorithm(name).ok_or(AuthFailure::UnsupportedAlgorithm)?,
+            Some(Value::String(name)) => {
+                algorithm(name).ok_or(AuthFailure::UnsupportedAlgorithm)?
+            }
             _ => return Err(AuthFailure::Malformed("its header has no string `alg`")),
         };
         let kid = match header.get("kid") {
@@ -587,14 +587,14 @@ impl JwtVerifier {
             Some(Value::String(kid)) => Some(kid.as_str()),
             Some(_) => return Err(AuthFailure::Malformed("its `kid` is not a string")),
         };
-        let candidates = self
-            .keys
-            .iter()
-            .filter(|k| k.accepts(alg))
-            .filter(|k| match (kid, &k.kid) {
-                (Some(wanted), Some(have)) => wanted == have,
-                _ => true,
-            });
+        let candidates =
+            self.keys
+                .iter()
+                .filter(|k| k.accepts(alg))
+                .filter(|k| match (kid, &k.kid) {
+                    (Some(wanted), Some(have)) => wanted == have,
+                    _ => true,
+                });
         let mut validation = Validation::new(alg);
         // Claims are checked below, against the verifier's clock.
         validation.required_spec_claims.clear();
@@ -603,8 +603,7 @@ impl JwtVerifier {
         validation.validate_aud = false;
         let mut outcome = Err(AuthFailure::UnknownKey);
         for key in candidates {
-            match jsonwebtoken::decode::<serde::de::IgnoredAny>(token, &key.decoding, &validation)
-            {
+            match jsonwebtoken::decode::<serde::de::IgnoredAny>(token, &key.decoding, &validation) {
                 Ok(_) => {
                     outcome = Ok(());
                     break;
@@ -722,7 +721,10 @@ mod tests {
     }
 
     fn fixture(name: &str) -> String {
-        format!("{}/tests/fixtures/identity/{name}", env!("CARGO_MANIFEST_DIR"))
+        format!(
+            "{}/tests/fixtures/identity/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        )
     }
 
     #[test]
@@ -802,7 +804,11 @@ mod tests {
         let claims = r#"{"sub":"alice","exp":2000000000}"#;
         // Headers whose lengths leave a partial group, so padding and trailing bits exist.
         let header = r#"{"alg":"HS256"}"#;
-        assert_eq!(header.len() % 3, 0, "pick a header that pads in the claims instead");
+        assert_eq!(
+            header.len() % 3,
+            0,
+            "pick a header that pads in the claims instead"
+        );
         let token = hs256_raw(header, claims);
         assert!(verifier().verify_at(&token, 1e9).is_ok());
         let parts: Vec<&str> = token.split('.').collect();
@@ -890,7 +896,14 @@ mod tests {
     #[test]
     fn typ_is_absent_jwt_or_at_jwt() {
         let claims = serde_json::json!({"sub": "alice", "exp": 2e9});
-        for typ in ["JWT", "jwt", "at+jwt", "AT+JWT", "application/at+jwt", "Application/JWT"] {
+        for typ in [
+            "JWT",
+            "jwt",
+            "at+jwt",
+            "AT+JWT",
+            "application/at+jwt",
+            "Application/JWT",
+        ] {
             let token = hs256(&serde_json::json!({"alg": "HS256", "typ": typ}), &claims);
             assert!(verifier().verify_at(&token, 1e9).is_ok(), "{typ}");
         }
@@ -976,8 +989,8 @@ mod tests {
             }
         }
         // And an RS256 token is never checked against an HMAC secret.
-        let private = rustls::pki_types::PrivatePkcs8KeyDer::from_pem_file(fixture("jwt-rsa.key"))
-            .unwrap();
+        let private =
+            rustls::pki_types::PrivatePkcs8KeyDer::from_pem_file(fixture("jwt-rsa.key")).unwrap();
         let pair = ring::signature::RsaKeyPair::from_pkcs8(private.secret_pkcs8_der()).unwrap();
         let signed = format!(
             "{}.{}",
@@ -994,7 +1007,10 @@ mod tests {
         .unwrap();
         let rs256 = format!("{signed}.{}", b64(&signature));
         assert_eq!(rsa.verify_at(&rs256, 1e9).unwrap().subject(), "alice");
-        assert_eq!(verifier().verify_at(&rs256, 1e9), Err(AuthFailure::UnknownKey));
+        assert_eq!(
+            verifier().verify_at(&rs256, 1e9),
+            Err(AuthFailure::UnknownKey)
+        );
     }
 
     #[test]
@@ -1056,7 +1072,10 @@ mod tests {
         assert!(JwtKey::from_jwk(&serde_json::from_str(&padded).unwrap()).is_err());
         let twice = r#"{"keys": [], "keys": []}"#;
         assert!(JwtKey::from_jwks(twice).is_err());
-        let small_rsa = format!(r#"{{"kty": "RSA", "n": "{}", "e": "AQAB"}}"#, b64(&[0xff; 128]));
+        let small_rsa = format!(
+            r#"{{"kty": "RSA", "n": "{}", "e": "AQAB"}}"#,
+            b64(&[0xff; 128])
+        );
         let err = JwtKey::from_jwk(&serde_json::from_str(&small_rsa).unwrap()).unwrap_err();
         assert!(err.to_string().contains("2048"), "{err}");
     }

@@ -247,7 +247,10 @@ mod tests {
         assert!(twice.message.contains("more than one `Origin`"), "{twice}");
 
         let mut headers = HeaderMap::new();
-        headers.append(header::HOST, HeaderValue::from_bytes(b"evil\xff.com").unwrap());
+        headers.append(
+            header::HOST,
+            HeaderValue::from_bytes(b"evil\xff.com").unwrap(),
+        );
         let unreadable = g.check_headers(&headers).unwrap_err();
         assert_eq!(unreadable.status, hyper::StatusCode::BAD_REQUEST);
     }
