@@ -57,21 +57,24 @@ impl Guard {
 
     /// Checks `Host` and `Origin` (either may be missing).
     pub(crate) fn check(&self, host: Option<&str>, origin: Option<&str>) -> Result<(), Reject> {
+        // The refusal does not repeat the header (it is the sender's); the log does.
         if let Some(host) = host
             && !self.host_allowed(host)
         {
-            return Err(Reject::forbidden(format!(
-                "Forbidden: Host `{host}` is not allowed (DNS-rebinding protection); \
-                 the proxy accepts loopback hosts and those configured with allowed hosts"
-            )));
+            tracing::debug!(host, "Host refused");
+            return Err(Reject::forbidden(
+                "Forbidden: the request's Host is not allowed (DNS-rebinding protection); \
+                 the proxy accepts loopback hosts and those configured with allowed hosts",
+            ));
         }
         if let Some(origin) = origin
             && !self.origin_allowed(origin)
         {
-            return Err(Reject::forbidden(format!(
-                "Forbidden: Origin `{origin}` is not allowed (DNS-rebinding protection); \
-                 the proxy accepts loopback origins and those configured with allowed origins"
-            )));
+            tracing::debug!(origin, "Origin refused");
+            return Err(Reject::forbidden(
+                "Forbidden: the request's Origin is not allowed (DNS-rebinding protection); \
+                 the proxy accepts loopback origins and those configured with allowed origins",
+            ));
         }
         Ok(())
     }
