@@ -71,6 +71,8 @@ pub enum Identity {
         subject: String,
         /// The subject's distinguished name, as RFC 4514 writes it (`CN=alice,O=Example`).
         distinguished_name: String,
+        /// The issuer's distinguished name (RFC 4514): two CAs may issue the same subject.
+        issuer: String,
     },
 }
 
@@ -136,28 +138,83 @@ impl Identity {
         }
     }
 
-    /// Who the identity is, independent of the credential's details (a refreshed JWT of the
-    /// same issuer and subject is the same principal; a certificate is its whole subject
-    /// name): what a session is bound to, and what audit records and per-caller rules name.
+    /// Who the identity is, independent of the credential's details: what a session is bound
+    /// to, and what audit records and per-caller rules name. A refreshed JWT of the same issuer
+    /// and subject is the same principal; a certificate is its issuer's and its subject's whole
+    /// distinguished names, so two certificates with the same CN are two principals.
+    ///
+    /// # Syntax
+    ///
+    /// The kind, then each part of the identity, each part percent-encoded and joined with `:`:
+    ///
+    /// | identity | principal |
+    /// |---|---|
+    /// | [`LocalUser`](Identity::LocalUser) | `local:NAME` |
+    /// | [`Anonymous`](Identity::Anonymous) | `anonymous` |
+    /// | [`Token`](Identity::Token) | `token:SUBJECT` |
+    /// | [`Jwt`](Identity::Jwt) with `iss` | `jwt:ISSUER:SUBJECT` |
+    /// | [`Jwt`](Identity::Jwt) without `iss` | `jwt:SUBJECT` |
+    /// | [`Certificate`](Identity::Certificate) | `certificate:ISSUER-DN:SUBJECT-DN` |
+    ///
+    /// Percent-encoding leaves only the RFC 3986 unreserved characters (`A-Z a-z 0-9 - . _ ~`)
+    /// as they are and writes every other byte of the part's UTF-8 as `%XX` (upper-case hex),
+    /// `:` and `%` included. So a part never contains `:`, the number of parts is fixed by the
+    /// kind (a JWT without `iss` has one part fewer than one with an empty `iss`), and decoding
+    /// each part gives back exactly the original strings: two different identities never have
+    /// the same principal.
     ///
     /// ```
     /// use mcp_middleware::context::Identity;
     ///
-    /// assert_eq!(Identity::Anonymous.principal(), "anonymous:anonymous");
+    /// let jwt = |iss: &str, sub: &str| Identity::Jwt {
+    ///     subject: sub.to_owned(),
+    ///     issuer: Some(iss.to_owned()),
+    ///     claims: Default::default(),
+    /// };
+    /// assert_eq!(jwt("https://idp:8443", "x").principal(), "jwt:https%3A%2F%2Fidp%3A8443:x");
+    /// assert_eq!(jwt("https://idp", "8443:x").principal(), "jwt:https%3A%2F%2Fidp:8443%3Ax");
+    /// assert_eq!(Identity::Anonymous.principal(), "anonymous");
+    /// assert_eq!(
+    ///     Identity::Token { subject: "ci bot".to_owned() }.principal(),
+    ///     "token:ci%20bot"
+    /// );
     /// ```
     pub fn principal(&self) -> String {
-        match self {
+        let parts: Vec<&str> = match self {
+            Identity::LocalUser { name } => vec![name],
+            Identity::Anonymous => vec![],
+            Identity::Token { subject } => vec![subject],
             Identity::Jwt {
-                subject, issuer, ..
-            } => format!("jwt:{}:{subject}", issuer.as_deref().unwrap_or_default()),
-            // Two certificates may share a common name; the whole subject tells them apart.
+                subject,
+                issuer: Some(issuer),
+                ..
+            } => vec![issuer, subject],
+            Identity::Jwt {
+                subject,
+                issuer: None,
+                ..
+            } => vec![subject],
             Identity::Certificate {
-                distinguished_name, ..
-            } => format!("certificate:{distinguished_name}"),
-            other => format!("{}:{}", other.kind(), other.subject()),
+                distinguished_name,
+                issuer,
+                ..
+            } => vec![issuer, distinguished_name],
+        };
+        let mut out = self.kind().to_owned();
+        for part in parts {
+            out.push(':');
+            out.extend(percent_encoding::utf8_percent_encode(part, PRINCIPAL_PART));
         }
+        out
     }
 }
+
+/// What a principal's parts encode: everything but RFC 3986's unreserved characters.
+const PRINCIPAL_PART: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 /// The raw outcome of a request made through the session loop: the result's JSON text, or the
 /// error.
@@ -613,5 +670,113 @@ impl Downstream<'_> {
         };
         let raw = self.ctx.client_raw(method, params).await?;
         from_result(method, &raw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Identity;
+
+    fn jwt(issuer: Option<&str>, subject: &str) -> Identity {
+        Identity::Jwt {
+            subject: subject.to_owned(),
+            issuer: issuer.map(str::to_owned),
+            claims: Default::default(),
+        }
+    }
+
+    fn certificate(issuer: &str, subject_dn: &str) -> Identity {
+        Identity::Certificate {
+            subject: "alice".to_owned(),
+            distinguished_name: subject_dn.to_owned(),
+            issuer: issuer.to_owned(),
+        }
+    }
+
+    /// Decodes a principal back into its kind and parts: the syntax is injective.
+    fn parts(principal: &str) -> Vec<String> {
+        principal
+            .split(':')
+            .map(|part| {
+                percent_encoding::percent_decode_str(part)
+                    .decode_utf8()
+                    .unwrap()
+                    .into_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn issuers_with_ports_and_subjects_with_colons_do_not_collide() {
+        let a = jwt(Some("https://idp:8443"), "x");
+        let b = jwt(Some("https://idp"), "8443:x");
+        assert_ne!(a.principal(), b.principal());
+        assert_eq!(parts(&a.principal()), ["jwt", "https://idp:8443", "x"]);
+        assert_eq!(parts(&b.principal()), ["jwt", "https://idp", "8443:x"]);
+        // No issuer, an empty issuer, and a subject that looks like an issuer and a subject.
+        let none = jwt(None, "x");
+        let empty = jwt(Some(""), "x");
+        let spelled = jwt(None, ":x");
+        assert_eq!(none.principal(), "jwt:x");
+        assert_eq!(empty.principal(), "jwt::x");
+        assert_eq!(spelled.principal(), "jwt:%3Ax");
+        // `%` itself is encoded, so an encoded-looking subject stays itself.
+        assert_eq!(jwt(None, "%3Ax").principal(), "jwt:%253Ax");
+    }
+
+    #[test]
+    fn kinds_never_collide() {
+        let all = [
+            Identity::LocalUser {
+                name: "alice".to_owned(),
+            },
+            Identity::Anonymous,
+            Identity::Token {
+                subject: "alice".to_owned(),
+            },
+            Identity::Token {
+                subject: "anonymous".to_owned(),
+            },
+            jwt(None, "alice"),
+            jwt(Some("token"), "alice"),
+            certificate("CN=CA", "CN=alice"),
+        ];
+        let principals: std::collections::HashSet<String> =
+            all.iter().map(Identity::principal).collect();
+        assert_eq!(principals.len(), all.len(), "{principals:?}");
+        assert_eq!(Identity::Anonymous.principal(), "anonymous");
+        assert_eq!(all[0].principal(), "local:alice");
+        assert_eq!(all[2].principal(), "token:alice");
+    }
+
+    #[test]
+    fn certificates_are_their_issuer_and_whole_subject() {
+        let org = certificate("CN=CA", "CN=alice,O=Example Org");
+        let other_org = certificate("CN=CA", "CN=alice,O=Other Org");
+        let other_ca = certificate("CN=Other CA", "CN=alice,O=Example Org");
+        assert_eq!(org.subject(), other_org.subject(), "the same CN");
+        assert_ne!(org.principal(), other_org.principal());
+        assert_ne!(org.principal(), other_ca.principal());
+        assert_eq!(
+            org.principal(),
+            "certificate:CN%3DCA:CN%3Dalice%2CO%3DExample%20Org"
+        );
+        // A DN whose value holds `:` cannot shift the split between issuer and subject.
+        let shifted_a = certificate("CN=a", "CN=b:c");
+        let shifted_b = certificate("CN=a:CN=b", "c");
+        assert_ne!(shifted_a.principal(), shifted_b.principal());
+        assert_eq!(
+            parts(&shifted_a.principal()),
+            ["certificate", "CN=a", "CN=b:c"]
+        );
+    }
+
+    #[test]
+    fn non_ascii_is_encoded_as_utf8() {
+        let token = Identity::Token {
+            subject: "zoë~_.-".to_owned(),
+        };
+        assert_eq!(token.principal(), "token:zo%C3%AB~_.-");
+        assert_eq!(parts(&token.principal()), ["token", "zoë~_.-"]);
     }
 }

@@ -285,3 +285,330 @@ fn bad_identity_flags_are_one_clear_error() {
     let (code, _) = run(&["--tls-key", &fixture("server.key")]);
     assert_eq!(code, Some(2), "--tls-key needs --tls-cert");
 }
+
+// ------------------------------------------------------------------------------------ JWTs
+
+const JWT_SECRET: &str = "a-jwt-secret-of-at-least-thirty-two-bytes";
+const ISSUER: &str = "https://idp.internal.example:8443";
+const AUDIENCE: &str = "mcp-internal-audience";
+
+fn b64url(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// An HS256-signed token over exactly `header` and `claims` (JSON text, as an attacker
+/// would write it).
+fn hs256(header: &str, claims: &str, secret: &[u8]) -> String {
+    let signed = format!(
+        "{}.{}",
+        b64url(header.as_bytes()),
+        b64url(claims.as_bytes())
+    );
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    let tag = ring::hmac::sign(&key, signed.as_bytes());
+    format!("{signed}.{}", b64url(tag.as_ref()))
+}
+
+fn claims(iss: &str, sub: &str, aud: &str) -> String {
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 600;
+    serde_json::json!({"iss": iss, "sub": sub, "aud": aud, "exp": exp}).to_string()
+}
+
+/// A secret file in a directory of its own, removed when dropped.
+struct SecretFile {
+    dir: PathBuf,
+    path: PathBuf,
+}
+
+impl SecretFile {
+    fn new(label: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("mcpctl-serve-jwt-{label}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("secret");
+        std::fs::write(&path, format!("{JWT_SECRET}\n")).unwrap();
+        Self { dir, path }
+    }
+
+    fn path(&self) -> &str {
+        self.path.to_str().unwrap()
+    }
+}
+
+impl Drop for SecretFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn tls_flags() -> Vec<String> {
+    vec![
+        "--tls-cert".into(),
+        fixture("server.pem"),
+        "--tls-key".into(),
+        fixture("server.key"),
+    ]
+}
+
+fn serve_jwt(secret: &SecretFile, extra: &[&str]) -> Served {
+    let mut args = tls_flags();
+    args.extend(["--jwt-secret-file".to_owned(), secret.path().to_owned()]);
+    args.extend(extra.iter().map(|a| a.to_string()));
+    Served::start(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+#[test]
+fn attacker_jwts_get_401s_that_echo_nothing_and_describe_no_configuration() {
+    let secret = SecretFile::new("attacker");
+    let served = serve_jwt(
+        &secret,
+        &["--jwt-issuer", ISSUER, "--jwt-audience", AUDIENCE],
+    );
+    let tls = tls_client(None);
+    let good = claims(ISSUER, "alice", AUDIENCE);
+    let valid = hs256(
+        r#"{"alg":"HS256","typ":"JWT"}"#,
+        &good,
+        JWT_SECRET.as_bytes(),
+    );
+    let started = post(
+        served.addr,
+        tls.clone(),
+        &[("authorization", &bearer(&valid))],
+        INIT,
+    )
+    .unwrap();
+    assert_eq!(started.0, 200, "{started:?}");
+
+    let refused = |token: &str| {
+        let reply = post(
+            served.addr,
+            tls.clone(),
+            &[("authorization", &bearer(token))],
+            INIT,
+        )
+        .unwrap();
+        assert_eq!(reply.0, 401, "{reply:?}");
+        assert!(reply.2.contains("-32030"), "{reply:?}");
+        for secret_of_the_config in [ISSUER, "idp.internal", AUDIENCE, JWT_SECRET] {
+            assert!(
+                !reply.2.contains(secret_of_the_config),
+                "the 401 describes the configuration: {}",
+                reply.2
+            );
+        }
+        reply.2
+    };
+
+    // A duplicated `alg`: a last-wins reader sees HS256 (and the signature is good), a
+    // first-wins one `none`. Either way the proxy refuses it.
+    let body = refused(&hs256(
+        r#"{"alg":"none","alg":"HS256"}"#,
+        &good,
+        JWT_SECRET.as_bytes(),
+    ));
+    assert!(body.contains("not a well-formed JWT"), "{body}");
+    let body = refused(&hs256(
+        r#"{"alg":"HS256","typ":"JWT","typ":"JOSE"}"#,
+        &good,
+        JWT_SECRET.as_bytes(),
+    ));
+    assert!(body.contains("not a well-formed JWT"), "{body}");
+    // A `typ` that is not a JWT's.
+    let body = refused(&hs256(
+        r#"{"alg":"HS256","typ":"secevent+jwt"}"#,
+        &good,
+        JWT_SECRET.as_bytes(),
+    ));
+    assert!(body.contains("typ"), "{body}");
+
+    // The attacker's kid and alg are not repeated.
+    let kid = "attacker-chosen-kid-0042";
+    let body = refused(&hs256(
+        &format!(r#"{{"alg":"HS256","kid":"{kid}"}}"#),
+        &good,
+        b"an-attacker-secret-of-thirty-two-bytes!!",
+    ));
+    assert!(!body.contains(kid), "{body}");
+    assert!(body.contains("signature"), "{body}");
+    let alg = "attacker-chosen-alg-0042";
+    let body = refused(&hs256(
+        &format!(r#"{{"alg":"{alg}","kid":"{kid}"}}"#),
+        &good,
+        JWT_SECRET.as_bytes(),
+    ));
+    assert!(!body.contains(alg) && !body.contains(kid), "{body}");
+    assert!(body.contains("algorithm"), "{body}");
+
+    // Wrong issuer and audience say so, without naming the ones expected.
+    let body = refused(&hs256(
+        r#"{"alg":"HS256"}"#,
+        &claims("https://attacker.example", "alice", AUDIENCE),
+        JWT_SECRET.as_bytes(),
+    ));
+    assert!(body.contains("issuer"), "{body}");
+    assert!(!body.contains("attacker.example"), "{body}");
+    let body = refused(&hs256(
+        r#"{"alg":"HS256"}"#,
+        &claims(ISSUER, "alice", "attacker-audience"),
+        JWT_SECRET.as_bytes(),
+    ));
+    assert!(
+        body.contains("audience") && !body.contains("attacker-audience"),
+        "{body}"
+    );
+
+    let log = served.stderr();
+    assert!(
+        !log.contains("without an audience check") && !log.contains("without an issuer check"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_jwt_key_without_issuer_or_audience_is_warned_about_at_start() {
+    let secret = SecretFile::new("warn");
+    let served = serve_jwt(&secret, &[]);
+    let log = served.stderr();
+    assert!(
+        log.contains("WARN") && log.contains("without an audience check"),
+        "{log}"
+    );
+    assert!(log.contains("without an issuer check"), "{log}");
+}
+
+#[test]
+fn principals_that_used_to_collide_cannot_share_a_session() {
+    // No issuer configured: both tokens verify, and `jwt:{iss}:{sub}` made them one principal.
+    let secret = SecretFile::new("collide");
+    let served = serve_jwt(&secret, &[]);
+    let tls = tls_client(None);
+    let port = hs256(
+        r#"{"alg":"HS256"}"#,
+        &claims("https://idp:8443", "x", "mcp"),
+        JWT_SECRET.as_bytes(),
+    );
+    let colon = hs256(
+        r#"{"alg":"HS256"}"#,
+        &claims("https://idp", "8443:x", "mcp"),
+        JWT_SECRET.as_bytes(),
+    );
+    let started = post(
+        served.addr,
+        tls.clone(),
+        &[("authorization", &bearer(&port))],
+        INIT,
+    )
+    .unwrap();
+    assert_eq!(started.0, 200, "{started:?}");
+    let session = header(&started, "mcp-session-id").unwrap().to_owned();
+    let mine = post(
+        served.addr,
+        tls.clone(),
+        &[
+            ("authorization", &bearer(&port)),
+            ("mcp-session-id", &session),
+        ],
+        LIST,
+    )
+    .unwrap();
+    assert_eq!(mine.0, 200, "{mine:?}");
+    let theirs = post(
+        served.addr,
+        tls,
+        &[
+            ("authorization", &bearer(&colon)),
+            ("mcp-session-id", &session),
+        ],
+        LIST,
+    )
+    .unwrap();
+    assert_eq!(theirs.0, 404, "another principal's session: {theirs:?}");
+}
+
+#[test]
+fn certificates_with_the_same_cn_under_other_names_cannot_share_a_session() {
+    let mut args = tls_flags();
+    args.extend(["--client-ca".to_owned(), fixture("ca.pem")]);
+    let served = Served::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let started = post(served.addr, tls_client(Some("alice")), &[], INIT).unwrap();
+    assert_eq!(started.0, 200, "{started:?}");
+    let session = header(&started, "mcp-session-id").unwrap().to_owned();
+    let with_session = [("mcp-session-id", session.as_str())];
+    let mine = post(served.addr, tls_client(Some("alice")), &with_session, LIST).unwrap();
+    assert_eq!(mine.0, 200, "{mine:?}");
+    let other = post(
+        served.addr,
+        tls_client(Some("alice-other-org")),
+        &with_session,
+        LIST,
+    )
+    .unwrap();
+    assert_eq!(
+        other.0, 404,
+        "CN=alice,O=Other Org is not CN=alice,O=Example Org: {other:?}"
+    );
+}
+
+#[test]
+fn a_duplicated_host_or_origin_is_refused() {
+    let served = Served::start(&tls_flags().iter().map(String::as_str).collect::<Vec<_>>());
+    let tls = tls_client(None);
+    // `post` sends `host: localhost:PORT`; each case adds a second header.
+    let fine = post(
+        served.addr,
+        tls.clone(),
+        &[("origin", "http://localhost")],
+        INIT,
+    )
+    .unwrap();
+    assert_eq!(fine.0, 200, "{fine:?}");
+    let two_hosts = post(
+        served.addr,
+        tls.clone(),
+        &[("host", "evil.example.com")],
+        INIT,
+    )
+    .unwrap();
+    assert_eq!(two_hosts.0, 400, "{two_hosts:?}");
+    assert!(
+        two_hosts.2.contains("more than one `Host`"),
+        "{two_hosts:?}"
+    );
+    let same_twice = post(
+        served.addr,
+        tls.clone(),
+        &[("host", &format!("localhost:{}", served.addr.port()))],
+        INIT,
+    )
+    .unwrap();
+    assert_eq!(same_twice.0, 400, "{same_twice:?}");
+    let two_origins = post(
+        served.addr,
+        tls,
+        &[
+            ("origin", "http://localhost"),
+            ("origin", "http://evil.example.com"),
+        ],
+        INIT,
+    )
+    .unwrap();
+    assert_eq!(two_origins.0, 400, "{two_origins:?}");
+    assert!(
+        two_origins.2.contains("more than one `Origin`"),
+        "{two_origins:?}"
+    );
+    assert!(
+        header(&two_origins, "access-control-allow-origin").is_none(),
+        "{two_origins:?}"
+    );
+}

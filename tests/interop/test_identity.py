@@ -11,9 +11,14 @@ Needs `MCP_HTTP_PROXY`; without it the module is skipped.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -36,6 +41,9 @@ pytestmark = pytest.mark.anyio
 
 FIXTURES = Path(__file__).resolve().parent.parent.parent / "mcp-middleware" / "tests" / "fixtures" / "identity"
 TOKEN = "interop-token-of-alice-0123456789"
+JWT_SECRET = "interop-jwt-secret-of-at-least-32-bytes"
+ISSUER = "https://idp.internal.example:8443"
+AUDIENCE = "mcp-internal-audience"
 
 
 @asynccontextmanager
@@ -156,3 +164,116 @@ async def test_a_client_certificate_over_mtls() -> None:
         async with httpx2.AsyncClient(verify=tls_context()) as raw:
             with pytest.raises(httpx2.HTTPError):
                 await raw.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def hs256(header: str, claims: dict[str, Any], secret: str = JWT_SECRET) -> str:
+    """A JWT over exactly the `header` text (as an attacker writes it) and `claims`."""
+    signed = f"{b64url(header.encode())}.{b64url(json.dumps(claims).encode())}"
+    tag = hmac.new(secret.encode(), signed.encode(), hashlib.sha256).digest()
+    return f"{signed}.{b64url(tag)}"
+
+
+def claims(iss: str = ISSUER, sub: str = "alice", aud: str = AUDIENCE) -> dict[str, Any]:
+    return {"iss": iss, "sub": sub, "aud": aud, "exp": int(time.time()) + 600}
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+}
+ACCEPT = {"accept": "application/json, text/event-stream"}
+
+
+def jwt_flags(tmp_path: Path, *extra: str) -> list[str]:
+    secret = tmp_path / "jwt-secret"
+    secret.write_text(JWT_SECRET + "\n")
+    return [
+        "--tls-cert",
+        str(FIXTURES / "server.pem"),
+        "--tls-key",
+        str(FIXTURES / "server.key"),
+        "--jwt-secret-file",
+        str(secret),
+        *extra,
+    ]
+
+
+async def test_jwts_are_read_strictly_and_refusals_echo_nothing(tmp_path: Path) -> None:
+    flags = jwt_flags(tmp_path, "--jwt-issuer", ISSUER, "--jwt-audience", AUDIENCE)
+    async with served("test_identity jwt strict", *flags) as url:
+        valid = hs256('{"alg":"HS256","typ":"at+jwt"}', claims())
+        async with client(url, "legacy", tls_context(), {"Authorization": f"Bearer {valid}"}) as c:
+            echoed = await c.call_tool("echo", {"message": "with a JWT"})
+            assert text_of(echoed.content[0]) == "Echo: with a JWT"
+
+        kid = "attacker-chosen-kid-77"
+        attacks = {
+            "duplicate alg": hs256('{"alg":"none","alg":"HS256"}', claims()),
+            "foreign typ": hs256('{"alg":"HS256","typ":"JOSE+JSON"}', claims()),
+            "attacker kid": hs256(f'{{"alg":"HS256","kid":"{kid}"}}', claims(), "another-secret-of-thirty-two-bytes!!"),
+            "wrong issuer": hs256('{"alg":"HS256"}', claims(iss="https://evil.example")),
+            "wrong audience": hs256('{"alg":"HS256"}', claims(aud="evil-audience")),
+            "padded": hs256('{"alg":"HS256"}', claims()) + "=",
+        }
+        async with httpx2.AsyncClient(verify=tls_context()) as raw:
+            for label, token in attacks.items():
+                refused = await raw.post(url, headers={**ACCEPT, "authorization": f"Bearer {token}"}, json=INITIALIZE)
+                assert refused.status_code == 401, (label, refused.text)
+                assert refused.json()["error"]["code"] == -32030, label
+                for leaked in (ISSUER, AUDIENCE, kid, "evil.example", "evil-audience", JWT_SECRET):
+                    assert leaked not in refused.text, (label, leaked, refused.text)
+
+
+async def test_principals_that_used_to_collide_do_not_share_sessions(tmp_path: Path) -> None:
+    async with served("test_identity jwt principals", *jwt_flags(tmp_path)) as url:
+        port = hs256('{"alg":"HS256"}', claims(iss="https://idp:8443", sub="x", aud="mcp"))
+        colon = hs256('{"alg":"HS256"}', claims(iss="https://idp", sub="8443:x", aud="mcp"))
+        async with httpx2.AsyncClient(verify=tls_context()) as raw:
+            started = await raw.post(url, headers={**ACCEPT, "authorization": f"Bearer {port}"}, json=INITIALIZE)
+            assert started.status_code == 200, started.text
+            session = started.headers["mcp-session-id"]
+            listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+            mine = await raw.post(url, headers={**ACCEPT, "authorization": f"Bearer {port}", "mcp-session-id": session}, json=listing)
+            assert mine.status_code == 200, mine.text
+            theirs = await raw.post(url, headers={**ACCEPT, "authorization": f"Bearer {colon}", "mcp-session-id": session}, json=listing)
+            assert theirs.status_code == 404, theirs.text
+
+
+def raw_post(url: str, headers: list[tuple[str, str]]) -> tuple[int, str]:
+    """POSTs `initialize` with exactly `headers` (HTTP clients refuse to send two `Host`s)."""
+    import socket
+
+    authority = url.split("://", 1)[1].split("/", 1)[0]
+    host, port = authority.rsplit(":", 1)
+    body = json.dumps(INITIALIZE).encode()
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers)
+    request = (
+        f"POST /mcp HTTP/1.1\r\n{head}connection: close\r\ncontent-type: application/json\r\n"
+        f"accept: application/json, text/event-stream\r\ncontent-length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    with socket.create_connection((host, int(port)), timeout=READ_TIMEOUT) as tcp:
+        with tls_context().wrap_socket(tcp, server_hostname="localhost") as tls:
+            tls.sendall(request)
+            answer = b""
+            while chunk := tls.recv(65536):
+                answer += chunk
+    status_line, _, rest = answer.decode("utf-8", "replace").partition("\r\n")
+    return int(status_line.split()[1]), rest
+
+
+async def test_a_duplicated_host_or_origin_is_refused() -> None:
+    flags = ["--tls-cert", str(FIXTURES / "server.pem"), "--tls-key", str(FIXTURES / "server.key")]
+    async with served("test_identity duplicate host", *flags) as url:
+        authority = url.split("://", 1)[1].split("/", 1)[0]
+        status, _ = raw_post(url, [("host", authority), ("origin", "http://localhost")])
+        assert status == 200
+        status, text = raw_post(url, [("host", authority), ("host", "evil.example.com")])
+        assert status == 400 and "more than one `Host`" in text, text
+        status, text = raw_post(url, [("host", authority), ("origin", "http://localhost"), ("origin", "http://evil.example.com")])
+        assert status == 400 and "more than one `Origin`" in text, text

@@ -1,27 +1,70 @@
 //! [`JwtVerifier`]: JSON Web Tokens (RFC 7519) verified against configured keys.
 //!
-//! The checks, in order: the compact form (three base64url parts; encrypted tokens are
-//! refused), the header (`alg` other than `none`, no `crit` extension), a configured key that
-//! fits the header's `kid` and `alg` (the key decides which algorithms it accepts, so an RSA
-//! public key can never be used as an HMAC secret), the signature, then the claims: `exp`
-//! (required unless turned off), `nbf`, `iss` and `aud` when configured, and the subject
-//! claim. Times allow [`JwtVerifier::leeway`] of clock skew.
+//! The checks, in order, each failing closed with an [`AuthFailure`] that says what was wrong
+//! and never repeats the token's contents or the configuration:
 //!
-//! Signatures are checked with `ring`: HS256/384/512, RS256/384/512, PS256/384/512, ES256,
-//! ES384 and EdDSA (Ed25519).
+//! 1. The compact form: three parts joined by `.` (five, an encrypted JWE, are refused), each
+//!    base64url **without padding and canonical** (no `=`, no set bits after the last byte),
+//!    as RFC 7515 §2 defines it.
+//! 2. The header: one JSON object with no member name twice at any depth (so
+//!    `{"alg":"none","alg":"HS256"}` is malformed, whatever a last-wins reader would make of
+//!    it), `typ` absent or `JWT` / `at+jwt` (RFC 9068 access tokens; case-insensitive, an
+//!    `application/` prefix allowed, RFC 7515 §4.1.9), no `crit`, and an `alg` the proxy
+//!    supports: never `none`.
+//! 3. A configured key that fits the header's `kid` and `alg`. A key decides which algorithms
+//!    it verifies (an HMAC secret HS*, an RSA key RS* and PS*, a P-256 key ES256, a P-384 key
+//!    ES384, an Ed25519 key EdDSA, a JWK with `alg` that one alone), so an RSA public key is
+//!    never used as an HMAC secret.
+//! 4. The signature, by the `jsonwebtoken` crate.
+//! 5. The claims: one JSON object with no member name twice; `exp` (required unless turned
+//!    off), `nbf`, `iss` and `aud` when configured, and the subject claim. Times allow
+//!    [`JwtVerifier::leeway`] of clock skew and come from [`JwtVerifier::clock`].
+//!
+//! **Why `jsonwebtoken` on its `rust_crypto` backend.** `jsonwebtoken` is the maintained,
+//! widely used JOSE crate; it verifies HS, RS, PS, ES and EdDSA signatures. Its other backend,
+//! `aws_lc_rs`, compiles AWS-LC (C and assembly) with a C toolchain, a second C crypto
+//! library beside the `ring` that rustls uses; `rust_crypto` is pure Rust and shares its
+//! `sha2`/`digest`/`const-oid` with rmcp's tree and its `der`/`spki` with `x509-cert`, which
+//! reads the keys and certificates here. (The `rsa` crate's advisory RUSTSEC-2023-0071 is a
+//! timing leak of private-key operations; the proxy only verifies with public keys.)
+//! `jsonwebtoken` checks that a key's family fits the algorithm, refuses padded base64 and
+//! unknown algorithms; the proxy adds what it does not check: duplicate member names,
+//! non-canonical base64 in the parts it hands on, `typ`, and RSA keys under 2048 bits. The
+//! time claims are checked here, not by the crate, so that they use the verifier's clock.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ring::signature::{self, RsaPublicKeyComponents, UnparsedPublicKey};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use rustls::pki_types::SubjectPublicKeyInfoDer;
 use rustls::pki_types::pem::PemObject;
 use serde_json::{Map, Value};
+use x509_cert::der::Decode;
+use x509_cert::der::oid::ObjectIdentifier;
+use x509_cert::spki::SubjectPublicKeyInfoRef;
 
-use super::der::{self, OID_EC, OID_ED25519, OID_P256, OID_P384, OID_RSA};
+use super::strict_json::StrictValue;
 use super::{AuthError, AuthFailure};
 use crate::context::Identity;
+
+/// rsaEncryption.
+const OID_RSA: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.1");
+/// id-ecPublicKey.
+const OID_EC: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
+/// prime256v1 (P-256).
+const OID_P256: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
+/// secp384r1 (P-384).
+const OID_P384: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.132.0.34");
+/// id-Ed25519.
+const OID_ED25519: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.101.112");
+
+/// The smallest HMAC secret accepted, in bytes (RFC 7518 §3.2: at least the hash's size).
+const MIN_HMAC_SECRET: usize = 32;
+/// The smallest RSA modulus accepted, in bits (RFC 7518 §3.3).
+const MIN_RSA_BITS: usize = 2048;
 
 /// A key JWTs may be signed with: an HMAC secret, or an RSA, EC (P-256, P-384) or Ed25519
 /// public key, optionally with a key id (`kid`) to match the token header's.
@@ -36,89 +79,56 @@ use crate::context::Identity;
 #[derive(Clone)]
 pub struct JwtKey {
     kid: Option<String>,
-    material: Material,
+    kind: KeyKind,
     /// The one algorithm the key is for, when its JWK says so.
     only: Option<Algorithm>,
+    decoding: DecodingKey,
 }
 
-#[derive(Clone)]
-enum Material {
-    Hmac(Vec<u8>),
-    /// PKCS#1 `RSAPublicKey` DER.
-    Rsa(Vec<u8>),
-    /// Modulus and exponent, big-endian (from a JWK).
-    RsaComponents {
-        n: Vec<u8>,
-        e: Vec<u8>,
-    },
-    /// An uncompressed point.
-    P256(Vec<u8>),
-    P384(Vec<u8>),
-    Ed25519(Vec<u8>),
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyKind {
+    Hmac,
+    Rsa,
+    P256,
+    P384,
+    Ed25519,
 }
 
 impl std::fmt::Debug for JwtKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match self.material {
-            Material::Hmac(_) => "hmac",
-            Material::Rsa(_) | Material::RsaComponents { .. } => "rsa",
-            Material::P256(_) => "ec-p256",
-            Material::P384(_) => "ec-p384",
-            Material::Ed25519(_) => "ed25519",
-        };
+        // Never the key material.
         f.debug_struct("JwtKey")
             .field("kid", &self.kid)
-            .field("kind", &kind)
+            .field("kind", &self.kind)
+            .field("only", &self.only)
             .finish_non_exhaustive()
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Algorithm {
-    Hs256,
-    Hs384,
-    Hs512,
-    Rs256,
-    Rs384,
-    Rs512,
-    Ps256,
-    Ps384,
-    Ps512,
-    Es256,
-    Es384,
-    EdDsa,
-}
-
+/// Every algorithm the proxy verifies, by its `alg` name (case-sensitive, RFC 7515 §4.1.1).
 const ALGORITHMS: [(&str, Algorithm); 12] = [
-    ("HS256", Algorithm::Hs256),
-    ("HS384", Algorithm::Hs384),
-    ("HS512", Algorithm::Hs512),
-    ("RS256", Algorithm::Rs256),
-    ("RS384", Algorithm::Rs384),
-    ("RS512", Algorithm::Rs512),
-    ("PS256", Algorithm::Ps256),
-    ("PS384", Algorithm::Ps384),
-    ("PS512", Algorithm::Ps512),
-    ("ES256", Algorithm::Es256),
-    ("ES384", Algorithm::Es384),
-    ("EdDSA", Algorithm::EdDsa),
+    ("HS256", Algorithm::HS256),
+    ("HS384", Algorithm::HS384),
+    ("HS512", Algorithm::HS512),
+    ("RS256", Algorithm::RS256),
+    ("RS384", Algorithm::RS384),
+    ("RS512", Algorithm::RS512),
+    ("PS256", Algorithm::PS256),
+    ("PS384", Algorithm::PS384),
+    ("PS512", Algorithm::PS512),
+    ("ES256", Algorithm::ES256),
+    ("ES384", Algorithm::ES384),
+    ("EdDSA", Algorithm::EdDSA),
 ];
 
-impl Algorithm {
-    fn parse(name: &str) -> Option<Self> {
-        ALGORITHMS.iter().find(|(n, _)| *n == name).map(|(_, a)| *a)
-    }
-
-    fn name(self) -> &'static str {
-        ALGORITHMS
-            .iter()
-            .find(|(_, a)| *a == self)
-            .map_or("?", |(n, _)| n)
-    }
+fn algorithm(name: &str) -> Option<Algorithm> {
+    ALGORITHMS.iter().find(|(n, _)| *n == name).map(|(_, a)| *a)
 }
 
-/// The smallest HMAC secret accepted, in bytes (RFC 7518 §3.2: at least the hash's size).
-const MIN_HMAC_SECRET: usize = 32;
+/// Strict base64url (RFC 7515 §2): no padding, no whitespace, no trailing bits.
+fn decode(text: &str) -> Option<Vec<u8>> {
+    URL_SAFE_NO_PAD.decode(text).ok()
+}
 
 impl JwtKey {
     /// An HMAC secret for HS256, HS384 and HS512; at least 32 bytes (RFC 7518 asks a key as
@@ -131,12 +141,14 @@ impl JwtKey {
                 secret.len()
             )));
         }
-        Ok(Self::new(Material::Hmac(secret)))
+        let decoding = DecodingKey::from_secret(&secret)
+            .map_err(|err| AuthError::Key(format!("the HMAC secret cannot be used: {err}")))?;
+        Ok(Self::new(KeyKind::Hmac, decoding))
     }
 
     /// A public key in PEM (`-----BEGIN PUBLIC KEY-----`, the `SubjectPublicKeyInfo` that
-    /// `openssl pkey -pubout` writes): RSA (for RS* and PS*), EC P-256 (ES256), EC P-384
-    /// (ES384) or Ed25519 (EdDSA).
+    /// `openssl pkey -pubout` writes): RSA of at least 2048 bits (for RS* and PS*), EC P-256
+    /// (ES256), EC P-384 (ES384) or Ed25519 (EdDSA).
     pub fn from_pem(pem: &[u8]) -> Result<Self, AuthError> {
         let spki = SubjectPublicKeyInfoDer::from_pem_slice(pem)
             .map_err(|err| AuthError::Key(format!("no PEM `PUBLIC KEY` could be read: {err}")))?;
@@ -155,59 +167,71 @@ impl JwtKey {
 
     /// A public key as DER `SubjectPublicKeyInfo`.
     pub fn from_spki_der(der: &[u8]) -> Result<Self, AuthError> {
-        let info = der::public_key_info(der).ok_or_else(|| {
-            AuthError::Key("the public key is not a DER SubjectPublicKeyInfo".to_owned())
+        let not_spki =
+            |_| AuthError::Key("the public key is not a DER SubjectPublicKeyInfo".to_owned());
+        let info = SubjectPublicKeyInfoRef::from_der(der).map_err(not_spki)?;
+        let bits = info.subject_public_key.as_bytes().ok_or_else(|| {
+            AuthError::Key("the public key's bit string is not whole bytes".to_owned())
         })?;
-        let material = match (info.algorithm.as_slice(), info.parameter.as_deref()) {
-            (OID_RSA, _) => Material::Rsa(info.key),
-            (OID_EC, Some(OID_P256)) => Material::P256(info.key),
-            (OID_EC, Some(OID_P384)) => Material::P384(info.key),
-            (OID_EC, _) => {
-                return Err(AuthError::Key(
+        let oid = info.algorithm.oid;
+        if oid == OID_RSA {
+            let key = pkcs1::RsaPublicKey::<x509_cert::der::asn1::UintRef<'_>>::from_der(bits)
+                .map_err(|_| {
+                    AuthError::Key("the RSA public key is not a PKCS#1 RSAPublicKey".to_owned())
+                })?;
+            return Self::rsa(key.modulus.as_bytes(), key.public_exponent.as_bytes());
+        }
+        if oid == OID_EC {
+            let curve = info.algorithm.parameters_oid().ok();
+            return match curve {
+                Some(c) if c == OID_P256 => Self::ec(KeyKind::P256, bits),
+                Some(c) if c == OID_P384 => Self::ec(KeyKind::P384, bits),
+                _ => Err(AuthError::Key(
                     "only P-256 and P-384 EC keys are supported".to_owned(),
-                ));
-            }
-            (OID_ED25519, _) => Material::Ed25519(info.key),
-            _ => {
-                return Err(AuthError::Key(
-                    "the public key is not RSA, EC or Ed25519".to_owned(),
-                ));
-            }
-        };
-        Ok(Self::new(material))
+                )),
+            };
+        }
+        if oid == OID_ED25519 {
+            return Self::ed25519(bits);
+        }
+        Err(AuthError::Key(
+            "the public key is not RSA, EC or Ed25519".to_owned(),
+        ))
     }
 
     /// A key from a JWK (RFC 7517): `kty` `oct` (`k`), `RSA` (`n`, `e`), `EC` (`crv` P-256 or
-    /// P-384, `x`, `y`) or `OKP` (`crv` Ed25519, `x`); its `kid` and `alg` are kept.
+    /// P-384, `x`, `y`) or `OKP` (`crv` Ed25519, `x`); its `kid` and `alg` are kept. Binary
+    /// members are base64url without padding, as RFC 7518 writes them.
     pub fn from_jwk(jwk: &Value) -> Result<Self, AuthError> {
         let field = |name: &str| -> Result<Vec<u8>, AuthError> {
             let text = jwk
                 .get(name)
                 .and_then(Value::as_str)
                 .ok_or_else(|| AuthError::Key(format!("the JWK has no string member `{name}`")))?;
-            decode(text)
-                .ok_or_else(|| AuthError::Key(format!("the JWK's `{name}` is not base64url")))
+            decode(text).ok_or_else(|| {
+                AuthError::Key(format!(
+                    "the JWK's `{name}` is not base64url without padding"
+                ))
+            })
         };
         let kty = jwk.get("kty").and_then(Value::as_str).unwrap_or_default();
         let crv = jwk.get("crv").and_then(Value::as_str).unwrap_or_default();
         let mut key = match (kty, crv) {
             ("oct", _) => Self::hmac(field("k")?)?,
-            ("RSA", _) => Self::new(Material::RsaComponents {
-                n: field("n")?,
-                e: field("e")?,
-            }),
+            ("RSA", _) => Self::rsa(&field("n")?, &field("e")?)?,
             ("EC", "P-256" | "P-384") => {
                 let (x, y) = (field("x")?, field("y")?);
                 let mut point = vec![0x04];
                 point.extend_from_slice(&x);
                 point.extend_from_slice(&y);
-                Self::new(if crv == "P-256" {
-                    Material::P256(point)
+                let kind = if crv == "P-256" {
+                    KeyKind::P256
                 } else {
-                    Material::P384(point)
-                })
+                    KeyKind::P384
+                };
+                Self::ec(kind, &point)?
             }
-            ("OKP", "Ed25519") => Self::new(Material::Ed25519(field("x")?)),
+            ("OKP", "Ed25519") => Self::ed25519(&field("x")?)?,
             _ => {
                 return Err(AuthError::Key(format!(
                     "unsupported JWK: kty `{kty}`{}",
@@ -223,11 +247,9 @@ impl JwtKey {
             key.kid = Some(kid.to_owned());
         }
         if let Some(alg) = jwk.get("alg").and_then(Value::as_str) {
-            let alg = Algorithm::parse(alg)
-                .filter(|a| key.accepts(*a))
-                .ok_or_else(|| {
-                    AuthError::Key(format!("the JWK's `alg` `{alg}` does not fit its key"))
-                })?;
+            let alg = algorithm(alg).filter(|a| key.accepts(*a)).ok_or_else(|| {
+                AuthError::Key(format!("the JWK's `alg` `{alg}` does not fit its key"))
+            })?;
             key.only = Some(alg);
         }
         Ok(key)
@@ -243,8 +265,7 @@ impl JwtKey {
         })?;
         let keys = if text.trim_ascii_start().starts_with(b"{") {
             let json = String::from_utf8_lossy(&text);
-            let value: Value = serde_json::from_str(&json)
-                .map_err(|err| AuthError::Key(format!("not JSON: {err}")).in_file(path))?;
+            let value = strict_json(&json, "the key file").map_err(|err| err.in_file(path))?;
             if value.get("keys").is_some() {
                 Self::from_jwks(&json)
             } else {
@@ -258,8 +279,7 @@ impl JwtKey {
 
     /// Every key of a JWK set (`{"keys": [...]}`), as an identity provider publishes them.
     pub fn from_jwks(json: &str) -> Result<Vec<Self>, AuthError> {
-        let set: Value = serde_json::from_str(json)
-            .map_err(|err| AuthError::Key(format!("the JWK set is not JSON: {err}")))?;
+        let set = strict_json(json, "the JWK set")?;
         let keys = set
             .get("keys")
             .and_then(Value::as_array)
@@ -291,12 +311,62 @@ impl JwtKey {
             .collect()
     }
 
-    fn new(material: Material) -> Self {
+    fn new(kind: KeyKind, decoding: DecodingKey) -> Self {
         Self {
             kid: None,
-            material,
+            kind,
             only: None,
+            decoding,
         }
+    }
+
+    /// An RSA key from its big-endian modulus and exponent.
+    fn rsa(n: &[u8], e: &[u8]) -> Result<Self, AuthError> {
+        let n = strip_leading_zeros(n);
+        let bits = n.len() * 8 - n.first().map_or(8, |b| b.leading_zeros() as usize);
+        if bits < MIN_RSA_BITS {
+            return Err(AuthError::Key(format!(
+                "an RSA key must have at least {MIN_RSA_BITS} bits, this one has {bits}"
+            )));
+        }
+        if strip_leading_zeros(e).is_empty() {
+            return Err(AuthError::Key("the RSA key's exponent is zero".to_owned()));
+        }
+        Ok(Self::new(
+            KeyKind::Rsa,
+            DecodingKey::from_rsa_raw_components(n, e),
+        ))
+    }
+
+    /// An EC key from its SEC1 point.
+    fn ec(kind: KeyKind, point: &[u8]) -> Result<Self, AuthError> {
+        let coordinate = if kind == KeyKind::P256 { 32 } else { 48 };
+        // Uncompressed (0x04 x y) or compressed (0x02/0x03 x).
+        let fits = match point.first() {
+            Some(0x04) => point.len() == 1 + 2 * coordinate,
+            Some(0x02 | 0x03) => point.len() == 1 + coordinate,
+            _ => false,
+        };
+        if !fits {
+            return Err(AuthError::Key(format!(
+                "the EC public key is not a point on {}",
+                if kind == KeyKind::P256 {
+                    "P-256"
+                } else {
+                    "P-384"
+                }
+            )));
+        }
+        Ok(Self::new(kind, DecodingKey::from_ec_der(point)))
+    }
+
+    fn ed25519(key: &[u8]) -> Result<Self, AuthError> {
+        if key.len() != 32 {
+            return Err(AuthError::Key(
+                "an Ed25519 public key is 32 bytes".to_owned(),
+            ));
+        }
+        Ok(Self::new(KeyKind::Ed25519, DecodingKey::from_ed_der(key)))
     }
 
     fn accepts(&self, alg: Algorithm) -> bool {
@@ -304,60 +374,36 @@ impl JwtKey {
         if self.only.is_some_and(|only| only != alg) {
             return false;
         }
-        match self.material {
-            Material::Hmac(_) => matches!(alg, Hs256 | Hs384 | Hs512),
-            Material::Rsa(_) | Material::RsaComponents { .. } => {
-                matches!(alg, Rs256 | Rs384 | Rs512 | Ps256 | Ps384 | Ps512)
-            }
-            Material::P256(_) => alg == Es256,
-            Material::P384(_) => alg == Es384,
-            Material::Ed25519(_) => alg == EdDsa,
+        match self.kind {
+            KeyKind::Hmac => matches!(alg, HS256 | HS384 | HS512),
+            KeyKind::Rsa => matches!(alg, RS256 | RS384 | RS512 | PS256 | PS384 | PS512),
+            KeyKind::P256 => alg == ES256,
+            KeyKind::P384 => alg == ES384,
+            KeyKind::Ed25519 => alg == EdDSA,
         }
     }
+}
 
-    fn verify(&self, alg: Algorithm, message: &[u8], sig: &[u8]) -> bool {
-        use Algorithm::*;
-        let rsa: &signature::RsaParameters = match alg {
-            Rs256 => &signature::RSA_PKCS1_2048_8192_SHA256,
-            Rs384 => &signature::RSA_PKCS1_2048_8192_SHA384,
-            Rs512 => &signature::RSA_PKCS1_2048_8192_SHA512,
-            Ps256 => &signature::RSA_PSS_2048_8192_SHA256,
-            Ps384 => &signature::RSA_PSS_2048_8192_SHA384,
-            Ps512 => &signature::RSA_PSS_2048_8192_SHA512,
-            _ => &signature::RSA_PKCS1_2048_8192_SHA256,
-        };
-        match &self.material {
-            Material::Hmac(secret) => {
-                let algorithm = match alg {
-                    Hs256 => ring::hmac::HMAC_SHA256,
-                    Hs384 => ring::hmac::HMAC_SHA384,
-                    Hs512 => ring::hmac::HMAC_SHA512,
-                    _ => return false,
-                };
-                let key = ring::hmac::Key::new(algorithm, secret);
-                ring::hmac::verify(&key, message, sig).is_ok()
-            }
-            Material::Rsa(der) => UnparsedPublicKey::new(rsa, der)
-                .verify(message, sig)
-                .is_ok(),
-            Material::RsaComponents { n, e } => RsaPublicKeyComponents { n, e }
-                .verify(rsa, message, sig)
-                .is_ok(),
-            Material::P256(point) => {
-                UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_FIXED, point)
-                    .verify(message, sig)
-                    .is_ok()
-            }
-            Material::P384(point) => {
-                UnparsedPublicKey::new(&signature::ECDSA_P384_SHA384_FIXED, point)
-                    .verify(message, sig)
-                    .is_ok()
-            }
-            Material::Ed25519(key) => UnparsedPublicKey::new(&signature::ED25519, key)
-                .verify(message, sig)
-                .is_ok(),
-        }
-    }
+fn strip_leading_zeros(bytes: &[u8]) -> &[u8] {
+    let start = bytes.iter().position(|b| *b != 0).unwrap_or(bytes.len());
+    &bytes[start..]
+}
+
+/// `json` as strict JSON (no member name twice), or an error naming `what`.
+fn strict_json(json: &str, what: &str) -> Result<Value, AuthError> {
+    serde_json::from_str::<StrictValue>(json)
+        .map(|v| v.0)
+        .map_err(|err| AuthError::Key(format!("{what} is not JSON: {err}")))
+}
+
+/// Whether a `typ` header names a JWT: `JWT` or `at+jwt` (RFC 9068), case-insensitively, with
+/// or without the `application/` prefix RFC 7515 §4.1.9 lets senders omit.
+fn typ_is_jwt(typ: &str) -> bool {
+    let media = match typ.get(..12) {
+        Some(prefix) if prefix.eq_ignore_ascii_case("application/") => &typ[12..],
+        _ => typ,
+    };
+    media.eq_ignore_ascii_case("jwt") || media.eq_ignore_ascii_case("at+jwt")
 }
 
 /// Verifies JWTs and turns them into [`Identity::Jwt`].
@@ -398,7 +444,8 @@ impl std::fmt::Debug for Clock {
 
 impl JwtVerifier {
     /// A verifier with one key; by default it requires `exp`, takes the subject from `sub`,
-    /// allows 60 s of clock skew and checks neither issuer nor audience.
+    /// allows 60 s of clock skew and checks neither issuer nor audience (the HTTP front warns
+    /// when it starts with either unset).
     pub fn new(key: JwtKey) -> Self {
         Self::with_keys(vec![key])
     }
@@ -463,6 +510,25 @@ impl JwtVerifier {
         self.leeway
     }
 
+    /// Logs a warning for each claim check that is off: a verifier without an audience
+    /// accepts tokens the identity provider issued for any other service, one without an
+    /// issuer tokens of any issuer its keys verify. Called once, when the HTTP front starts.
+    pub(crate) fn warn_about_open_checks(&self) {
+        if self.audience.is_none() {
+            tracing::warn!(
+                "JWTs are accepted without an audience check: a token the identity provider \
+                 issued for any other service is accepted too (set an audience, e.g. \
+                 `--jwt-audience`)"
+            );
+        }
+        if self.issuer.is_none() {
+            tracing::warn!(
+                "JWTs are accepted without an issuer check: any issuer whose tokens the keys \
+                 verify is accepted (set an issuer, e.g. `--jwt-issuer`)"
+            );
+        }
+    }
+
     /// Verifies `token` (compact serialization) now.
     pub fn verify(&self, token: &str) -> Result<Identity, AuthFailure> {
         let now = (self.clock.0)()
@@ -473,111 +539,132 @@ impl JwtVerifier {
 
     /// Verifies `token` as of `now` (Unix seconds).
     pub(crate) fn verify_at(&self, token: &str, now: f64) -> Result<Identity, AuthFailure> {
-        let malformed = |why: &str| AuthFailure::Malformed(format!("the JWT {why}"));
-        let mut parts = token.split('.');
-        let (Some(header_b64), Some(payload_b64), Some(sig_b64)) =
-            (parts.next(), parts.next(), parts.next())
-        else {
-            return Err(malformed("is not three base64url parts joined by `.`"));
+        let parts: Vec<&str> = token.split('.').collect();
+        let [header_b64, payload_b64, signature_b64] = parts[..] else {
+            return Err(AuthFailure::Malformed(if parts.len() == 5 {
+                "it is encrypted (JWE), which the proxy does not accept"
+            } else {
+                "it is not three base64url parts joined by `.`"
+            }));
         };
-        if parts.next().is_some() {
-            return Err(malformed(
-                "has more than three parts (encrypted JWTs are not supported)",
+        let header = decode(header_b64)
+            .ok_or(AuthFailure::Malformed(
+                "its header is not base64url without padding",
+            ))
+            .and_then(|bytes| {
+                StrictValue::object(&bytes).ok_or(AuthFailure::Malformed(
+                    "its header is not one JSON object with distinct member names",
+                ))
+            })?;
+        let payload = decode(payload_b64).ok_or(AuthFailure::Malformed(
+            "its claims are not base64url without padding",
+        ))?;
+        if decode(signature_b64).is_none() {
+            return Err(AuthFailure::Malformed(
+                "its signature is not base64url without padding",
             ));
         }
-        let header: Map<String, Value> = decode(header_b64)
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .ok_or_else(|| malformed("header is not base64url JSON"))?;
-        let alg_name = header
-            .get("alg")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if alg_name.is_empty() || alg_name.eq_ignore_ascii_case("none") {
-            return Err(AuthFailure::Signature(
-                "the JWT is not signed (`alg` is missing or `none`)".to_owned(),
-            ));
+        match header.get("typ") {
+            None => {}
+            Some(Value::String(typ)) if typ_is_jwt(typ) => {}
+            Some(_) => {
+                return Err(AuthFailure::Malformed("its `typ` is not `JWT` or `at+jwt`"));
+            }
         }
         if header.contains_key("crit") {
-            return Err(malformed(
-                "header has `crit` extensions, which the proxy does not understand",
+            return Err(AuthFailure::Malformed(
+                "its header has `crit` extensions, which the proxy does not understand",
             ));
         }
-        let alg = Algorithm::parse(alg_name).ok_or_else(|| {
-            AuthFailure::Signature(format!("the JWT's `alg` `{alg_name}` is not supported"))
-        })?;
-        let kid = header.get("kid").and_then(Value::as_str);
-        let candidates: Vec<&JwtKey> = self
-            .keys
-            .iter()
-            .filter(|k| k.accepts(alg))
-            .filter(|k| match (kid, &k.kid) {
-                (Some(wanted), Some(have)) => wanted == have,
-                _ => true,
-            })
-            .collect();
-        if candidates.is_empty() {
-            return Err(AuthFailure::Signature(format!(
-                "no configured key verifies `{}`{}",
-                alg.name(),
-                kid.map(|k| format!(" tokens with `kid` `{k}`"))
-                    .unwrap_or_else(|| " tokens".to_owned())
-            )));
+        let alg = match header.get("alg") {
+            Some(Value::String(name)) => {
+                algorithm(name).ok_or(AuthFailure::UnsupportedAlgorithm)?
+            }
+            _ => return Err(AuthFailure::Malformed("its header has no string `alg`")),
+        };
+        let kid = match header.get("kid") {
+            None => None,
+            Some(Value::String(kid)) => Some(kid.as_str()),
+            Some(_) => return Err(AuthFailure::Malformed("its `kid` is not a string")),
+        };
+        let candidates =
+            self.keys
+                .iter()
+                .filter(|k| k.accepts(alg))
+                .filter(|k| match (kid, &k.kid) {
+                    (Some(wanted), Some(have)) => wanted == have,
+                    _ => true,
+                });
+        let mut validation = Validation::new(alg);
+        // Claims are checked below, against the verifier's clock.
+        validation.required_spec_claims.clear();
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
+        validation.validate_aud = false;
+        let mut outcome = Err(AuthFailure::UnknownKey);
+        for key in candidates {
+            match jsonwebtoken::decode::<serde::de::IgnoredAny>(token, &key.decoding, &validation) {
+                Ok(_) => {
+                    outcome = Ok(());
+                    break;
+                }
+                Err(err) => {
+                    use jsonwebtoken::errors::ErrorKind;
+                    outcome = Err(match err.kind() {
+                        ErrorKind::Json(_) | ErrorKind::Base64(_) | ErrorKind::Utf8(_) => {
+                            AuthFailure::Malformed("its header or claims cannot be read")
+                        }
+                        ErrorKind::InvalidToken => {
+                            AuthFailure::Malformed("its header asks for what the proxy refuses")
+                        }
+                        // A signature that does not verify, or a key that cannot verify it.
+                        _ => AuthFailure::BadSignature,
+                    });
+                    if !matches!(outcome, Err(AuthFailure::BadSignature)) {
+                        break;
+                    }
+                }
+            }
         }
-        let signature = decode(sig_b64).ok_or_else(|| malformed("signature is not base64url"))?;
-        let signed = &token.as_bytes()[..header_b64.len() + 1 + payload_b64.len()];
-        if !candidates.iter().any(|k| k.verify(alg, signed, &signature)) {
-            return Err(AuthFailure::Signature(
-                "the JWT's signature does not verify with the configured key".to_owned(),
-            ));
-        }
-        let claims: Map<String, Value> = decode(payload_b64)
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .ok_or_else(|| malformed("payload is not base64url JSON"))?;
+        outcome?;
+        let claims = StrictValue::object(&payload).ok_or(AuthFailure::Malformed(
+            "its claims are not one JSON object with distinct member names",
+        ))?;
         self.check_claims(claims, now)
     }
 
     fn check_claims(&self, claims: Map<String, Value>, now: f64) -> Result<Identity, AuthFailure> {
         let leeway = self.leeway.as_secs_f64();
-        let time = |name: &str| -> Result<Option<f64>, AuthFailure> {
+        let time = |name: &str, malformed: &'static str| -> Result<Option<f64>, AuthFailure> {
             match claims.get(name) {
                 None => Ok(None),
-                Some(value) => value.as_f64().map(Some).ok_or_else(|| {
-                    AuthFailure::Claims(format!("the JWT's `{name}` is not a number"))
-                }),
+                Some(value) => value
+                    .as_f64()
+                    .map(Some)
+                    .ok_or(AuthFailure::Malformed(malformed)),
             }
         };
-        match time("exp")? {
-            Some(exp) if now > exp + leeway => {
-                return Err(AuthFailure::Expired(format!(
-                    "the JWT expired {} s ago",
-                    (now - exp).round() as i64
-                )));
-            }
+        match time("exp", "its `exp` is not a number")? {
+            Some(exp) if now > exp + leeway => return Err(AuthFailure::Expired("JWT")),
             None if self.require_exp => {
-                return Err(AuthFailure::Claims(
-                    "the JWT has no `exp` (expiry), which the proxy requires".to_owned(),
-                ));
+                return Err(AuthFailure::Claims("the JWT has no expiry (`exp`)"));
             }
             _ => {}
         }
-        if let Some(nbf) = time("nbf")?
+        if let Some(nbf) = time("nbf", "its `nbf` is not a number")?
             && now + leeway < nbf
         {
-            return Err(AuthFailure::NotYetValid(format!(
-                "the JWT is not valid for another {} s (`nbf`)",
-                (nbf - now).round() as i64
-            )));
+            return Err(AuthFailure::NotYetValid);
         }
-        let issuer = claims.get("iss").and_then(Value::as_str).map(str::to_owned);
+        let issuer = match claims.get("iss") {
+            None => None,
+            Some(Value::String(iss)) => Some(iss.clone()),
+            Some(_) => return Err(AuthFailure::Malformed("its `iss` is not a string")),
+        };
         if let Some(wanted) = &self.issuer
             && issuer.as_deref() != Some(wanted.as_str())
         {
-            return Err(AuthFailure::Claims(format!(
-                "the JWT's issuer is {}, not `{wanted}`",
-                issuer
-                    .as_deref()
-                    .map_or_else(|| "missing".to_owned(), |i| format!("`{i}`"))
-            )));
+            return Err(AuthFailure::WrongIssuer);
         }
         if let Some(wanted) = &self.audience {
             let fits = match claims.get("aud") {
@@ -586,21 +673,14 @@ impl JwtVerifier {
                 _ => false,
             };
             if !fits {
-                return Err(AuthFailure::Claims(format!(
-                    "the JWT's audience does not include `{wanted}`"
-                )));
+                return Err(AuthFailure::WrongAudience);
             }
         }
         let subject = claims
             .get(&self.subject_claim)
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
-            .ok_or_else(|| {
-                AuthFailure::Claims(format!(
-                    "the JWT has no non-empty string claim `{}` to name its subject",
-                    self.subject_claim
-                ))
-            })?
+            .ok_or(AuthFailure::Claims("the JWT does not name its subject"))?
             .to_owned();
         Ok(Identity::Jwt {
             subject,
@@ -610,78 +690,41 @@ impl JwtVerifier {
     }
 }
 
-/// Strict base64url without padding (RFC 7515 §2); `None` on any other character.
-pub(crate) fn decode(text: &str) -> Option<Vec<u8>> {
-    let text = text.trim_end_matches('=');
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for byte in text.bytes() {
-        let value = match byte {
-            b'A'..=b'Z' => byte - b'A',
-            b'a'..=b'z' => byte - b'a' + 26,
-            b'0'..=b'9' => byte - b'0' + 52,
-            b'-' => 62,
-            b'_' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(value);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    // A lone trailing character carries fewer than 8 bits: not a valid encoding.
-    (text.len() % 4 != 1).then_some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
 
-    fn encode(bytes: &[u8]) -> String {
-        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-        let mut out = String::new();
-        for chunk in bytes.chunks(3) {
-            let b = [
-                chunk[0],
-                *chunk.get(1).unwrap_or(&0),
-                *chunk.get(2).unwrap_or(&0),
-            ];
-            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-            for i in 0..=chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
-            }
-        }
-        out
+    fn b64(bytes: &[u8]) -> String {
+        URL_SAFE_NO_PAD.encode(bytes)
+    }
+
+    /// An HS256 token over exactly these header and claims bytes.
+    fn hs256_raw(header: &str, claims: &str) -> String {
+        let signed = format!("{}.{}", b64(header.as_bytes()), b64(claims.as_bytes()));
+        sign_hs256(&signed, SECRET)
+    }
+
+    fn sign_hs256(signed: &str, secret: &[u8]) -> String {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+        let tag = ring::hmac::sign(&key, signed.as_bytes());
+        format!("{signed}.{}", b64(tag.as_ref()))
     }
 
     fn hs256(header: &Value, claims: &Value) -> String {
-        let signed = format!(
-            "{}.{}",
-            encode(header.to_string().as_bytes()),
-            encode(claims.to_string().as_bytes())
-        );
-        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, SECRET);
-        let tag = ring::hmac::sign(&key, signed.as_bytes());
-        format!("{signed}.{}", encode(tag.as_ref()))
+        hs256_raw(&header.to_string(), &claims.to_string())
     }
 
     fn verifier() -> JwtVerifier {
         JwtVerifier::new(JwtKey::hmac(SECRET.to_vec()).unwrap())
     }
 
-    #[test]
-    fn base64url_round_trips() {
-        for len in 0..20 {
-            let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
-            assert_eq!(decode(&encode(&bytes)).as_deref(), Some(&bytes[..]));
-        }
-        assert_eq!(decode("a+b/"), None);
-        assert_eq!(decode("abcde"), None);
+    fn fixture(name: &str) -> String {
+        format!(
+            "{}/tests/fixtures/identity/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        )
     }
 
     #[test]
@@ -697,15 +740,15 @@ mod tests {
         // Expired 30 s ago: within the 60 s leeway, then past it.
         assert!(verifier().verify_at(&token, at + 60.0).is_ok());
         let late = verifier().verify_at(&token, at + 120.0).unwrap_err();
-        assert!(matches!(late, AuthFailure::Expired(_)), "{late}");
+        assert_eq!(late, AuthFailure::Expired("JWT"));
         let early = hs256(
             &header,
             &serde_json::json!({"sub": "a", "exp": 2e6, "nbf": 1_000_500}),
         );
-        assert!(matches!(
+        assert_eq!(
             verifier().verify_at(&early, at),
-            Err(AuthFailure::NotYetValid(_))
-        ));
+            Err(AuthFailure::NotYetValid)
+        );
         let forever = hs256(&header, &serde_json::json!({"sub": "a"}));
         assert!(matches!(
             verifier().verify_at(&forever, at),
@@ -733,8 +776,21 @@ mod tests {
         let identity = v.verify_at(&token, 1e9).unwrap();
         assert_eq!(identity.subject(), "a@example.com");
         assert_eq!(identity.claims().unwrap()["sub"], "u-1");
-        assert!(verifier().issuer("other").verify_at(&token, 1e9).is_err());
-        assert!(verifier().audience("nope").verify_at(&token, 1e9).is_err());
+        let wrong_issuer = verifier().issuer("https://configured-idp");
+        assert_eq!(
+            wrong_issuer.verify_at(&token, 1e9),
+            Err(AuthFailure::WrongIssuer)
+        );
+        let wrong_audience = verifier().audience("configured-audience");
+        assert_eq!(
+            wrong_audience.verify_at(&token, 1e9),
+            Err(AuthFailure::WrongAudience)
+        );
+        // The messages say what was wrong, not what the proxy expected.
+        for failure in [AuthFailure::WrongIssuer, AuthFailure::WrongAudience] {
+            let text = failure.to_string();
+            assert!(!text.contains("configured-"), "{text}");
+        }
         assert!(
             verifier()
                 .subject_claim("name")
@@ -744,32 +800,234 @@ mod tests {
     }
 
     #[test]
-    fn unsigned_confused_and_tampered_tokens_are_refused() {
-        let claims = serde_json::json!({"sub": "alice", "exp": 2e9});
-        let none = format!(
-            "{}.{}.",
-            encode(br#"{"alg":"none"}"#),
-            encode(claims.to_string().as_bytes())
+    fn padded_and_non_canonical_base64_is_malformed() {
+        let claims = r#"{"sub":"alice","exp":2000000000}"#;
+        // Headers whose lengths leave a partial group, so padding and trailing bits exist.
+        let header = r#"{"alg":"HS256"}"#;
+        assert_eq!(
+            header.len() % 3,
+            0,
+            "pick a header that pads in the claims instead"
+        );
+        let token = hs256_raw(header, claims);
+        assert!(verifier().verify_at(&token, 1e9).is_ok());
+        let parts: Vec<&str> = token.split('.').collect();
+        assert_ne!(parts[1].len() % 4, 0, "the claims part needs padding");
+
+        // Padding: the same bytes, `=`-padded, re-signed so only the encoding is wrong.
+        let padded_claims = format!("{}{}", parts[1], "=".repeat(4 - parts[1].len() % 4));
+        let padded = sign_hs256(&format!("{}.{padded_claims}", parts[0]), SECRET);
+        assert!(matches!(
+            verifier().verify_at(&padded, 1e9),
+            Err(AuthFailure::Malformed(_))
+        ));
+        let padded_signature = format!("{token}=");
+        assert!(matches!(
+            verifier().verify_at(&padded_signature, 1e9),
+            Err(AuthFailure::Malformed(_))
+        ));
+
+        // Trailing bits: the last character changed in bits that encode nothing.
+        let last = parts[1].chars().last().unwrap();
+        let index = URL_SAFE_ALPHABET.find(last).unwrap();
+        let sloppy_last = URL_SAFE_ALPHABET.as_bytes()[index ^ 1] as char;
+        let sloppy = format!("{}{sloppy_last}", &parts[1][..parts[1].len() - 1]);
+        assert_eq!(
+            base64::engine::GeneralPurpose::new(
+                &base64::alphabet::URL_SAFE,
+                base64::engine::GeneralPurposeConfig::new()
+                    .with_decode_allow_trailing_bits(true)
+                    .with_decode_padding_mode(base64::engine::DecodePaddingMode::RequireNone),
+            )
+            .decode(&sloppy)
+            .unwrap(),
+            claims.as_bytes(),
+            "a lenient decoder reads the same claims"
+        );
+        let non_canonical = sign_hs256(&format!("{}.{sloppy}", parts[0]), SECRET);
+        assert!(matches!(
+            verifier().verify_at(&non_canonical, 1e9),
+            Err(AuthFailure::Malformed(_))
+        ));
+        // The standard alphabet's `+` and `/` are not base64url.
+        assert!(matches!(
+            verifier().verify_at(&format!("{}+.{}.{}", parts[0], parts[1], parts[2]), 1e9),
+            Err(AuthFailure::Malformed(_))
+        ));
+    }
+
+    const URL_SAFE_ALPHABET: &str =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+    #[test]
+    fn duplicate_members_are_malformed_whatever_wins() {
+        let claims = r#"{"sub":"alice","exp":2000000000}"#;
+        for header in [
+            r#"{"alg":"none","alg":"HS256"}"#,
+            r#"{"alg":"HS256","alg":"HS256"}"#,
+            r#"{"alg":"HS256","kid":"a","kid":"b"}"#,
+            r#"{"alg":"HS256","typ":"JWT","typ":"JWT"}"#,
+            r#"{"alg":"HS256","\u0061lg":"none"}"#,
+        ] {
+            let token = hs256_raw(header, claims);
+            assert!(
+                matches!(
+                    verifier().verify_at(&token, 1e9),
+                    Err(AuthFailure::Malformed(_))
+                ),
+                "{header}"
+            );
+        }
+        let twice = hs256_raw(
+            r#"{"alg":"HS256"}"#,
+            r#"{"sub":"alice","sub":"root","exp":2000000000}"#,
         );
         assert!(matches!(
-            verifier().verify_at(&none, 1e9),
-            Err(AuthFailure::Signature(_))
+            verifier().verify_at(&twice, 1e9),
+            Err(AuthFailure::Malformed(_))
         ));
-        // An HMAC token checked against an RSA key is never tried with the key's bytes.
-        let token = hs256(&serde_json::json!({"alg": "HS256"}), &claims);
-        let rsa_only = JwtVerifier::new(JwtKey::new(Material::Rsa(SECRET.to_vec())));
-        let err = rsa_only.verify_at(&token, 1e9).unwrap_err().to_string();
-        assert!(err.contains("no configured key verifies `HS256`"), "{err}");
-        let mut parts: Vec<&str> = token.split('.').collect();
-        let forged = encode(br#"{"sub":"root","exp":2000000000}"#);
-        parts[1] = &forged;
+        let nested = hs256_raw(
+            r#"{"alg":"HS256"}"#,
+            r#"{"sub":"alice","exp":2000000000,"roles":{"a":1,"a":2}}"#,
+        );
+        assert!(verifier().verify_at(&nested, 1e9).is_err());
+    }
+
+    #[test]
+    fn typ_is_absent_jwt_or_at_jwt() {
+        let claims = serde_json::json!({"sub": "alice", "exp": 2e9});
+        for typ in [
+            "JWT",
+            "jwt",
+            "at+jwt",
+            "AT+JWT",
+            "application/at+jwt",
+            "Application/JWT",
+        ] {
+            let token = hs256(&serde_json::json!({"alg": "HS256", "typ": typ}), &claims);
+            assert!(verifier().verify_at(&token, 1e9).is_ok(), "{typ}");
+        }
+        for typ in [
+            serde_json::json!("JOSE"),
+            serde_json::json!("dpop+jwt"),
+            serde_json::json!("secevent+jwt"),
+            serde_json::json!("application/"),
+            serde_json::json!(""),
+            serde_json::json!(["JWT"]),
+            serde_json::json!(null),
+        ] {
+            let token = hs256(&serde_json::json!({"alg": "HS256", "typ": typ}), &claims);
+            assert!(
+                matches!(
+                    verifier().verify_at(&token, 1e9),
+                    Err(AuthFailure::Malformed(_))
+                ),
+                "{typ}"
+            );
+        }
+    }
+
+    #[test]
+    fn unsigned_and_unknown_algorithms_are_refused() {
+        let claims = serde_json::json!({"sub": "alice", "exp": 2e9}).to_string();
+        for alg in ["none", "None", "NONE", "hs256", "HS1", "RSA-OAEP"] {
+            let none = format!(
+                "{}.{}.",
+                b64(format!(r#"{{"alg":"{alg}"}}"#).as_bytes()),
+                b64(claims.as_bytes())
+            );
+            assert_eq!(
+                verifier().verify_at(&none, 1e9),
+                Err(AuthFailure::UnsupportedAlgorithm),
+                "{alg}"
+            );
+            let signed = hs256_raw(&format!(r#"{{"alg":"{alg}"}}"#), &claims);
+            assert_eq!(
+                verifier().verify_at(&signed, 1e9),
+                Err(AuthFailure::UnsupportedAlgorithm),
+                "{alg}"
+            );
+        }
+        let no_alg = hs256_raw("{}", &claims);
         assert!(matches!(
-            verifier().verify_at(&parts.join("."), 1e9),
-            Err(AuthFailure::Signature(_))
+            verifier().verify_at(&no_alg, 1e9),
+            Err(AuthFailure::Malformed(_))
         ));
-        let crit = hs256(&serde_json::json!({"alg": "HS256", "crit": ["x"]}), &claims);
+        let crit = hs256(
+            &serde_json::json!({"alg": "HS256", "crit": ["exp"]}),
+            &serde_json::json!({"sub": "alice", "exp": 2e9}),
+        );
         assert!(verifier().verify_at(&crit, 1e9).is_err());
-        assert!(verifier().verify_at("a.b.c.d.e", 1e9).is_err());
+        assert!(matches!(
+            verifier().verify_at("a.b.c.d.e", 1e9),
+            Err(AuthFailure::Malformed(_))
+        ));
+        assert!(verifier().verify_at("", 1e9).is_err());
+    }
+
+    #[test]
+    fn an_rsa_public_key_is_never_an_hmac_secret() {
+        // The classic confusion: sign HS256 with the bytes of the RSA public key the proxy
+        // verifies RS256 with (its PEM, or its DER), hoping the verifier uses them as a secret.
+        let pem = std::fs::read(fixture("jwt-rsa.pub.pem")).unwrap();
+        let der = SubjectPublicKeyInfoDer::from_pem_slice(&pem).unwrap();
+        let rsa = JwtVerifier::new(JwtKey::from_pem(&pem).unwrap());
+        let claims = serde_json::json!({"sub": "root", "exp": 2e9}).to_string();
+        for secret in [&pem[..], der.as_ref()] {
+            for alg in ["HS256", "HS384", "HS512"] {
+                let signed = format!(
+                    "{}.{}",
+                    b64(format!(r#"{{"alg":"{alg}","typ":"JWT"}}"#).as_bytes()),
+                    b64(claims.as_bytes())
+                );
+                let token = sign_hs256(&signed, secret);
+                assert_eq!(
+                    rsa.verify_at(&token, 1e9),
+                    Err(AuthFailure::UnknownKey),
+                    "{alg}"
+                );
+            }
+        }
+        // And an RS256 token is never checked against an HMAC secret.
+        let private =
+            rustls::pki_types::PrivatePkcs8KeyDer::from_pem_file(fixture("jwt-rsa.key")).unwrap();
+        let pair = ring::signature::RsaKeyPair::from_pkcs8(private.secret_pkcs8_der()).unwrap();
+        let signed = format!(
+            "{}.{}",
+            b64(br#"{"alg":"RS256"}"#),
+            b64(br#"{"sub":"alice","exp":2000000000}"#)
+        );
+        let mut signature = vec![0; pair.public().modulus_len()];
+        pair.sign(
+            &ring::signature::RSA_PKCS1_SHA256,
+            &ring::rand::SystemRandom::new(),
+            signed.as_bytes(),
+            &mut signature,
+        )
+        .unwrap();
+        let rs256 = format!("{signed}.{}", b64(&signature));
+        assert_eq!(rsa.verify_at(&rs256, 1e9).unwrap().subject(), "alice");
+        assert_eq!(
+            verifier().verify_at(&rs256, 1e9),
+            Err(AuthFailure::UnknownKey)
+        );
+    }
+
+    #[test]
+    fn tampering_and_wrong_keys_are_bad_signatures() {
+        let claims = serde_json::json!({"sub": "alice", "exp": 2e9});
+        let token = hs256(&serde_json::json!({"alg": "HS256"}), &claims);
+        let mut parts: Vec<&str> = token.split('.').collect();
+        let forged = b64(br#"{"sub":"root","exp":2000000000}"#);
+        parts[1] = &forged;
+        assert_eq!(
+            verifier().verify_at(&parts.join("."), 1e9),
+            Err(AuthFailure::BadSignature)
+        );
+        let other = JwtVerifier::new(
+            JwtKey::hmac(b"another secret of thirty-two bytes!!".to_vec()).unwrap(),
+        );
+        assert_eq!(other.verify_at(&token, 1e9), Err(AuthFailure::BadSignature));
     }
 
     #[test]
@@ -781,15 +1039,28 @@ mod tests {
             .key(JwtKey::hmac(SECRET.to_vec()).unwrap().with_kid("k2"));
         assert!(v.verify_at(&token, 1e9).is_ok());
         let only_k1 = JwtVerifier::new(JwtKey::hmac(SECRET.to_vec()).unwrap().with_kid("k1"));
-        assert!(only_k1.verify_at(&token, 1e9).is_err());
+        assert_eq!(only_k1.verify_at(&token, 1e9), Err(AuthFailure::UnknownKey));
+        let bad_kid = hs256(&serde_json::json!({"alg": "HS256", "kid": 7}), &claims);
+        assert!(matches!(
+            v.verify_at(&bad_kid, 1e9),
+            Err(AuthFailure::Malformed(_))
+        ));
     }
 
     #[test]
-    fn jwks_are_read() {
+    fn keys_are_read_from_pem_and_jwk_sets() {
+        let rsa = JwtKey::from_pem_file(fixture("jwt-rsa.pub.pem")).unwrap();
+        assert_eq!(
+            rsa.algorithms(),
+            ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512"]
+        );
+        let ec = JwtKey::from_pem_file(fixture("jwt-ec.pub.pem")).unwrap();
+        assert_eq!(ec.algorithms(), ["ES256"]);
         let jwks = format!(
             r#"{{"keys": [{{"kty": "oct", "kid": "h", "alg": "HS256", "k": "{}"}},
-                          {{"kty": "EC", "crv": "P-256", "x": "AA", "y": "AA"}}]}}"#,
-            encode(SECRET)
+                          {{"kty": "EC", "crv": "P-256", "x": "{x}", "y": "{x}"}}]}}"#,
+            b64(SECRET),
+            x = b64(&[7; 32]),
         );
         let keys = JwtKey::from_jwks(&jwks).unwrap();
         assert_eq!(keys.len(), 2);
@@ -797,5 +1068,15 @@ mod tests {
         assert_eq!(keys[1].algorithms(), ["ES256"]);
         let err = JwtKey::from_jwks(r#"{"keys": [{"kty": "oct", "k": "AA"}]}"#).unwrap_err();
         assert!(err.to_string().contains("key 0"), "{err}");
+        let padded = format!(r#"{{"kty": "oct", "k": "{}="}}"#, b64(&SECRET[..31]));
+        assert!(JwtKey::from_jwk(&serde_json::from_str(&padded).unwrap()).is_err());
+        let twice = r#"{"keys": [], "keys": []}"#;
+        assert!(JwtKey::from_jwks(twice).is_err());
+        let small_rsa = format!(
+            r#"{{"kty": "RSA", "n": "{}", "e": "AQAB"}}"#,
+            b64(&[0xff; 128])
+        );
+        let err = JwtKey::from_jwk(&serde_json::from_str(&small_rsa).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("2048"), "{err}");
     }
 }

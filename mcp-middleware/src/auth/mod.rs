@@ -35,13 +35,16 @@
 //!
 //! A refusal is `401 Unauthorized` with `WWW-Authenticate: Bearer` and a JSON-RPC error
 //! ([`UNAUTHORIZED`](crate::http::UNAUTHORIZED)) whose message says what was wrong (missing,
-//! unknown or revoked, expired, not yet valid, bad signature, wrong issuer or audience), never
-//! the token itself.
+//! unknown or revoked, malformed, unsupported algorithm, unknown key, bad signature, expired,
+//! not yet valid, wrong issuer, wrong audience: [`AuthFailure`]), never the token, anything
+//! else the client sent, or what the proxy is configured to expect.
 //!
 //! # Sessions
 //!
-//! A session is bound to the identity that started it, as its *principal*: the kind of
-//! credential and the subject (and, for a JWT, the issuer). Every later request of the session
+//! A session is bound to the identity that started it, as its *principal*
+//! ([`Identity::principal`]: the kind of credential and the subject, plus the issuer for a JWT,
+//! the issuer's and subject's whole names for a certificate; each part percent-encoded, so two
+//! identities never share one). Every later request of the session
 //! must authenticate again, and as the same principal: a request whose credential has expired
 //! or been revoked gets `401`; one authenticated as someone else is told the session does not
 //! exist (`404`, as for an unknown id, so session ids reveal nothing across identities). A
@@ -53,16 +56,16 @@
 //! resumes it with `Last-Event-ID` and a valid credential.
 //! Stateless (2026-07-28) sessions are keyed by the principal and the client's name.
 
-mod der;
+mod certificate;
 mod jwt;
+mod strict_json;
 mod tokens;
 
 use std::path::{Path, PathBuf};
 
+pub use certificate::{CertificateError, CertificateInfo};
 pub use jwt::{JwtKey, JwtVerifier};
 pub use tokens::TokenList;
-
-pub(crate) use der::certificate_info;
 
 use crate::context::Identity;
 
@@ -103,6 +106,10 @@ impl Auth {
         self.tokens.as_ref()
     }
 
+    pub(crate) fn jwt_verifier(&self) -> Option<&JwtVerifier> {
+        self.jwt.as_ref()
+    }
+
     pub(crate) fn jwt_leeway(&self) -> std::time::Duration {
         self.jwt
             .as_ref()
@@ -130,7 +137,18 @@ impl Auth {
 }
 
 /// Why a request's credential was refused: the sentence after `Unauthorized:` in the `401`
-/// answer. None of them contains the credential.
+/// answer. It says what was wrong, in words fixed here: never the credential, nothing the
+/// client sent (an `alg`, a `kid`, a claim), nothing of the configuration (the issuer or
+/// audience the proxy expects, the subject claim, the keys).
+///
+/// ```
+/// use mcp_middleware::auth::AuthFailure;
+///
+/// assert_eq!(
+///     AuthFailure::WrongIssuer.to_string(),
+///     "the JWT's issuer is not one the proxy accepts"
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AuthFailure {
@@ -146,21 +164,33 @@ pub enum AuthFailure {
     /// The bearer token is in no token list (never was, or was revoked) and is not a JWT.
     #[error("the bearer token is not valid (unknown, or revoked)")]
     UnknownToken,
-    /// The token is not a well-formed JWT.
-    #[error("{0}")]
-    Malformed(String),
-    /// The JWT's signature or algorithm is not acceptable.
-    #[error("{0}")]
-    Signature(String),
-    /// The credential has expired.
-    #[error("{0}")]
-    Expired(String),
+    /// The token is not a well-formed JWT; the text says which part is wrong.
+    #[error("the bearer token is not a well-formed JWT: {0}")]
+    Malformed(&'static str),
+    /// The JWT's `alg` is `none` or one the proxy does not verify.
+    #[error("the JWT's signing algorithm is not one the proxy accepts (unsigned JWTs never are)")]
+    UnsupportedAlgorithm,
+    /// No configured key fits the JWT's `kid` and `alg`.
+    #[error("no key the proxy knows fits the JWT's key id and algorithm")]
+    UnknownKey,
+    /// The JWT's signature does not verify.
+    #[error("the JWT's signature does not verify")]
+    BadSignature,
+    /// The credential (`JWT`, or `client certificate`) has expired.
+    #[error("the {0} has expired")]
+    Expired(&'static str),
     /// The JWT is not valid yet (`nbf`).
+    #[error("the JWT is not valid yet (`nbf`)")]
+    NotYetValid,
+    /// The JWT's `iss` is missing or not the configured issuer.
+    #[error("the JWT's issuer is not one the proxy accepts")]
+    WrongIssuer,
+    /// The JWT's `aud` is missing or does not include the configured audience.
+    #[error("the JWT's audience is not one the proxy accepts")]
+    WrongAudience,
+    /// A claim the proxy needs is missing (the text says which).
     #[error("{0}")]
-    NotYetValid(String),
-    /// A claim is missing or does not match the configuration.
-    #[error("{0}")]
-    Claims(String),
+    Claims(&'static str),
 }
 
 /// An identity configuration that cannot be used: a file that cannot be read, a malformed

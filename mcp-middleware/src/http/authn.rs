@@ -88,6 +88,9 @@ pub(crate) struct Authenticator {
 
 impl Authenticator {
     pub(crate) fn new(options: &HttpOptions) -> Self {
+        if let Some(jwt) = options.auth.jwt_verifier() {
+            jwt.warn_about_open_checks();
+        }
         Self {
             auth: options.auth.clone(),
             certificates: options
@@ -151,9 +154,7 @@ impl Authenticator {
             && let Some(peer) = peer
         {
             if peer.expired() {
-                return Err(AuthFailure::Expired(
-                    "the client certificate has expired".to_owned(),
-                ));
+                return Err(AuthFailure::Expired("client certificate"));
             }
             return Ok(peer.identity.clone());
         }

@@ -5,7 +5,11 @@
 //! so the proxy accepts only loopback names (`localhost`, `127.0.0.1` and the rest of
 //! `127.0.0.0/8`, `[::1]`, with any port) and the hosts and origins configured in
 //! [`HttpOptions`]; anything else gets `403 Forbidden`. A request without `Origin` (curl, SDK
-//! clients) is checked by its `Host` alone.
+//! clients) is checked by its `Host` alone. A request with two `Host` or two `Origin` headers,
+//! or one that is not visible ASCII, gets `400 Bad Request`: which one a check reads and which
+//! one the next hop reads must not differ.
+
+use hyper::header::{self, HeaderMap, HeaderName};
 
 use super::options::HttpOptions;
 use super::reject::Reject;
@@ -44,25 +48,35 @@ impl Guard {
         }
     }
 
+    /// Checks the `Host` and `Origin` headers of a request: each at most once, and allowed.
+    pub(crate) fn check_headers(&self, headers: &HeaderMap) -> Result<(), Reject> {
+        let host = single(headers, &header::HOST, "Host")?;
+        let origin = single(headers, &header::ORIGIN, "Origin")?;
+        self.check(host, origin)
+    }
+
     /// Checks `Host` and `Origin` (either may be missing).
     pub(crate) fn check(&self, host: Option<&str>, origin: Option<&str>) -> Result<(), Reject> {
+        // The refusal does not repeat the header (it is the sender's); the log does.
         if let Some(host) = host
             && !self.host_allowed(host)
         {
-            return Err(Reject::forbidden(format!(
-                "Forbidden: Host `{host}` is not allowed (DNS-rebinding protection); \
+            tracing::info!(host, "refused a request: its Host is not allowed");
+            return Err(Reject::forbidden(
+                "Forbidden: the request's Host is not allowed (DNS-rebinding protection); \
                  the proxy accepts loopback hosts and those it is told to allow: \
-                 `mcpctl serve --allow-host {host}`, or `HttpOptions::allow_host` in code"
-            )));
+                 `mcpctl serve --allow-host HOST`, or `HttpOptions::allow_host` in code",
+            ));
         }
         if let Some(origin) = origin
             && !self.origin_allowed(origin)
         {
-            return Err(Reject::forbidden(format!(
-                "Forbidden: Origin `{origin}` is not allowed (DNS-rebinding protection); \
+            tracing::info!(origin, "refused a request: its Origin is not allowed");
+            return Err(Reject::forbidden(
+                "Forbidden: the request's Origin is not allowed (DNS-rebinding protection); \
                  the proxy accepts loopback origins and those it is told to allow: \
-                 `mcpctl serve --allow-origin {origin}`, or `HttpOptions::allow_origin` in code"
-            )));
+                 `mcpctl serve --allow-origin ORIGIN`, or `HttpOptions::allow_origin` in code",
+            ));
         }
         Ok(())
     }
@@ -100,6 +114,29 @@ impl Guard {
         };
         split_host(authority).is_some_and(|(name, _)| is_loopback(name))
     }
+}
+
+/// The one value of header `name`, if it is there; an error when it is there twice or is not
+/// visible ASCII (a value the checks cannot read must not pass as missing).
+fn single<'a>(
+    headers: &'a HeaderMap,
+    name: &HeaderName,
+    label: &str,
+) -> Result<Option<&'a str>, Reject> {
+    let mut values = headers.get_all(name).iter();
+    let Some(first) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(Reject::bad_request(format!(
+            "Bad Request: the request has more than one `{label}` header; send exactly one"
+        )));
+    }
+    first.to_str().map(Some).map_err(|_| {
+        Reject::bad_request(format!(
+            "Bad Request: the `{label}` header is not visible ASCII"
+        ))
+    })
 }
 
 /// Splits `name[:port]` or `[v6]:port` into the name (brackets kept) and the port.
@@ -192,6 +229,35 @@ mod tests {
                 "{origin}"
             );
         }
+    }
+
+    #[test]
+    fn repeated_or_unreadable_hosts_and_origins_are_bad_requests() {
+        use hyper::header::HeaderValue;
+        let g = guard(&[], &[]);
+        let mut headers = HeaderMap::new();
+        headers.append(header::HOST, HeaderValue::from_static("localhost"));
+        assert!(g.check_headers(&headers).is_ok());
+        headers.append(header::HOST, HeaderValue::from_static("evil.example.com"));
+        let twice = g.check_headers(&headers).unwrap_err();
+        assert_eq!(twice.status, hyper::StatusCode::BAD_REQUEST);
+        assert!(twice.message.contains("more than one `Host`"), "{twice}");
+
+        let mut headers = HeaderMap::new();
+        headers.append(header::HOST, HeaderValue::from_static("localhost"));
+        headers.append(header::ORIGIN, HeaderValue::from_static("http://localhost"));
+        assert!(g.check_headers(&headers).is_ok());
+        headers.append(header::ORIGIN, HeaderValue::from_static("http://localhost"));
+        let twice = g.check_headers(&headers).unwrap_err();
+        assert!(twice.message.contains("more than one `Origin`"), "{twice}");
+
+        let mut headers = HeaderMap::new();
+        headers.append(
+            header::HOST,
+            HeaderValue::from_bytes(b"evil\xff.com").unwrap(),
+        );
+        let unreadable = g.check_headers(&headers).unwrap_err();
+        assert_eq!(unreadable.status, hyper::StatusCode::BAD_REQUEST);
     }
 
     #[test]

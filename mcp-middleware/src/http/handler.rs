@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use base64::Engine as _;
 use hyper::body::{Body as _, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
@@ -50,11 +51,12 @@ pub(crate) async fn handle(
     peer: IpAddr,
     request: Request<Incoming>,
 ) -> Response<Body> {
-    let origin = request
-        .headers()
-        .get(header::ORIGIN)
-        .and_then(|o| o.to_str().ok())
-        .map(str::to_owned);
+    // CORS headers only for a request with exactly one Origin (two are refused anyway).
+    let mut origins = request.headers().get_all(header::ORIGIN).iter();
+    let origin = match (origins.next(), origins.next()) {
+        (Some(origin), None) => origin.to_str().ok().map(str::to_owned),
+        _ => None,
+    };
     let method = request.method().clone();
     let mut response = match dispatch(&registry, &front, certificate, peer, request).await {
         Ok(response) => response,
@@ -99,10 +101,7 @@ async fn dispatch(
         ));
     }
     let headers = request.headers();
-    front.guard.check(
-        text(headers, header::HOST.as_str()),
-        text(headers, "origin"),
-    )?;
+    front.guard.check_headers(headers)?;
     match *request.method() {
         Method::POST | Method::GET | Method::DELETE => {}
         Method::OPTIONS => return Ok(preflight(request.headers())),
@@ -404,38 +403,23 @@ fn check_stateless(
     Ok(StatelessKey { client, owner })
 }
 
-/// A header value with the `=?base64?...?=` sentinel decoded.
+/// A header value with the `=?base64?...?=` sentinel decoded (standard base64, RFC 4648 §4,
+/// padded or not).
 fn decode_header_value(value: &str) -> String {
     value
         .strip_prefix("=?base64?")
         .and_then(|rest| rest.strip_suffix("?="))
-        .and_then(base64_decode)
+        .and_then(|text| SENTINEL_BASE64.decode(text).ok())
         .and_then(|bytes| String::from_utf8(bytes).ok())
         .unwrap_or_else(|| value.to_owned())
 }
 
-fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() / 4 * 3);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for byte in text.bytes().filter(|b| *b != b'=') {
-        let value = match byte {
-            b'A'..=b'Z' => byte - b'A',
-            b'a'..=b'z' => byte - b'a' + 26,
-            b'0'..=b'9' => byte - b'0' + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(value);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
-}
+/// The sentinel's base64: the standard alphabet only, padding optional.
+const SENTINEL_BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new()
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+);
 
 // -------------------------------------------------------------------------------------- GET
 
@@ -698,6 +682,9 @@ mod tests {
         );
         assert_eq!(decode_header_value("plain"), "plain");
         assert_eq!(decode_header_value("=?base64?!!?="), "=?base64?!!?=");
+        assert_eq!(decode_header_value("=?base64?SGk?="), "Hi", "unpadded");
+        // The URL-safe alphabet is not the sentinel's (`-` and `_` are not standard base64).
+        assert_eq!(decode_header_value("=?base64?-_8?="), "=?base64?-_8?=");
     }
 
     #[test]

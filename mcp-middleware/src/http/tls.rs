@@ -11,7 +11,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 
-use crate::auth::certificate_info;
+use crate::auth::CertificateInfo;
 use crate::context::Identity;
 
 /// Whether the TLS handshake demands a client certificate.
@@ -237,15 +237,16 @@ impl PeerCertificate {
     /// The identity of a verified end-entity certificate (DER); `None` if its subject cannot
     /// be read.
     pub(crate) fn from_der(der: &[u8]) -> Option<Self> {
-        let info = certificate_info(der)?;
+        let info = CertificateInfo::from_der(der).ok()?;
         let subject = info
             .common_name
             .filter(|cn| !cn.is_empty())
-            .unwrap_or_else(|| info.distinguished_name.clone());
+            .unwrap_or_else(|| info.subject.clone());
         Some(Self {
             identity: Identity::Certificate {
                 subject,
-                distinguished_name: info.distinguished_name,
+                distinguished_name: info.subject,
+                issuer: info.issuer,
             },
             not_after: info.not_after,
         })
