@@ -9,7 +9,7 @@
 //! functions are synthetic tools, `State` is per session and `Config` is read when the proxy
 //! starts.
 //!
-//! ```
+//! ```rust,standalone_crate
 //! use mcp_middleware::prelude::*;
 //!
 //! /// Caps the number of tool calls per session.
@@ -90,7 +90,7 @@
 //! `extends = [a, b]` puts the model itself outermost, then `a`, then `b`, then the server. A
 //! model whose only job is the composition may be empty:
 //!
-//! ```
+//! ```rust,standalone_crate
 //! use mcp_middleware::prelude::*;
 //!
 //! /// Counts calls.
@@ -172,7 +172,7 @@
 //! process (here the MCP reference server from npm; this crate's own tests use a scripted
 //! Python server).
 //!
-//! ```no_run
+//! ```no_run,standalone_crate
 //! use mcp_middleware::prelude::*;
 //! use mcp_middleware::serde_json::{Value, json};
 //! use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
@@ -227,7 +227,7 @@
 //!
 //! From your own binary, with the model and its config:
 //!
-//! ```no_run
+//! ```no_run,standalone_crate
 //! use mcp_middleware::prelude::*;
 //! # #[proxy_model]
 //! # pub mod budget {}
