@@ -185,8 +185,9 @@ impl IdentityArgs {
             auth = auth.jwt(verifier);
         }
         if let Some(project) = project.filter(|p| p.publishes_resource()) {
-            let mut resource = ProtectedResource::new()
-                .audience_is_resource(project_jwt.is_some() && self.jwt_keys.is_empty() && self.jwt_secret_file.is_none());
+            let mut resource = ProtectedResource::new().audience_is_resource(
+                project_jwt.is_some() && self.jwt_keys.is_empty() && self.jwt_secret_file.is_none(),
+            );
             if let Some(oauth) = &project.oauth {
                 if let Some(id) = &oauth.resource {
                     resource = resource.resource(id);
@@ -200,9 +201,10 @@ impl IdentityArgs {
             }
             options = options.protected_resource(resource);
         }
-        let client_ca = self.client_ca.clone().or_else(|| {
-            project.and_then(|p| p.mtls.as_ref().map(|m| PathBuf::from(&m.client_ca)))
-        });
+        let client_ca = self
+            .client_ca
+            .clone()
+            .or_else(|| project.and_then(|p| p.mtls.as_ref().map(|m| PathBuf::from(&m.client_ca))));
         if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
             let mut tls = TlsOptions::from_pem_files(cert, key)?;
             if let Some(ca) = &client_ca {
@@ -215,7 +217,9 @@ impl IdentityArgs {
             }
             options = options.tls(tls);
         } else if client_ca.is_some() {
-            bail!("the project's `auth.mtls` needs --tls-cert and --tls-key (client certificates come over TLS)");
+            bail!(
+                "the project's `auth.mtls` needs --tls-cert and --tls-key (client certificates come over TLS)"
+            );
         }
         if !auth.is_required() && client_ca.is_none() && !options.listen.ip().is_loopback() {
             tracing::warn!(
@@ -247,7 +251,10 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(project) => Some(Store::from_env()?.get::<ProjectSpec>(project)?),
         None => None,
     };
-    let listen = match (args.listen, stored.as_ref().and_then(|p| p.spec.listen.as_ref())) {
+    let listen = match (
+        args.listen,
+        stored.as_ref().and_then(|p| p.spec.listen.as_ref()),
+    ) {
         (Some(listen), _) => listen,
         (None, Some(listen)) => listen.parse().with_context(|| {
             format!(

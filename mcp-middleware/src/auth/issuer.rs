@@ -251,6 +251,9 @@ mod tests {
             split_origin("https://a.example/tenant/x"),
             ("https://a.example", "/tenant/x")
         );
-        assert_eq!(split_origin("http://127.0.0.1:1"), ("http://127.0.0.1:1", ""));
+        assert_eq!(
+            split_origin("http://127.0.0.1:1"),
+            ("http://127.0.0.1:1", "")
+        );
     }
 }

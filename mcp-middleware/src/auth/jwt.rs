@@ -617,15 +617,15 @@ impl JwtVerifier {
             .as_ref()
             .map(IssuerKeys::keys)
             .unwrap_or_default();
-        let candidates =
-            self.keys
-                .iter()
-                .chain(fetched.iter())
-                .filter(|k| k.accepts(alg))
-                .filter(|k| match (kid, &k.kid) {
-                    (Some(wanted), Some(have)) => wanted == have,
-                    _ => true,
-                });
+        let candidates = self
+            .keys
+            .iter()
+            .chain(fetched.iter())
+            .filter(|k| k.accepts(alg))
+            .filter(|k| match (kid, &k.kid) {
+                (Some(wanted), Some(have)) => wanted == have,
+                _ => true,
+            });
         let mut validation = Validation::new(alg);
         // Claims are checked below, against the verifier's clock.
         validation.required_spec_claims.clear();

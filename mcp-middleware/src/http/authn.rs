@@ -247,6 +247,9 @@ mod tests {
             header::AUTHORIZATION,
             HeaderValue::from_static("Basic eDp5"),
         );
-        assert_eq!(closed.resolve(&headers, None).await, Err(AuthFailure::Scheme));
+        assert_eq!(
+            closed.resolve(&headers, None).await,
+            Err(AuthFailure::Scheme)
+        );
     }
 }

@@ -134,7 +134,8 @@ async fn dispatch(
     }
     // Every request authenticates, and its session must belong to whoever it authenticates as.
     // A stream it opens lasts only as long as the credential.
-    let Authenticated { identity, validity } = front.authn.authenticate(headers, certificate).await?;
+    let Authenticated { identity, validity } =
+        front.authn.authenticate(headers, certificate).await?;
     match *request.method() {
         Method::POST => post(registry, &identity, validity, peer, request).await,
         Method::GET => get(registry, &identity, validity, request.headers()),

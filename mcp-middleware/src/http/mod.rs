@@ -127,8 +127,8 @@ use std::sync::Arc;
 
 pub use handler::SUPPORTED_VERSIONS;
 pub use options::HttpOptions;
-pub use resource::ProtectedResource;
 pub use reject::{HEADER_MISMATCH, SERVER_ERROR, UNAUTHORIZED};
+pub use resource::ProtectedResource;
 pub use server::HttpServer;
 pub use tls::{ClientCertificates, TlsError, TlsOptions};
 
@@ -140,7 +140,11 @@ pub(crate) fn start(
     factory: SessionFactory,
     options: HttpOptions,
 ) -> std::io::Result<HttpServer> {
-    let scheme = if options.tls.is_some() { "https" } else { "http" };
+    let scheme = if options.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let base = format!("{scheme}://{}", listener.local_addr()?);
     let published = options
         .protected_resource

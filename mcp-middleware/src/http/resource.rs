@@ -199,7 +199,9 @@ mod tests {
         assert_eq!(published.missing_scopes(&jwt(json!({"scope": "a"}))), ["b"]);
         assert_eq!(published.missing_scopes(&jwt(json!({}))), ["a", "b"]);
         assert_eq!(
-            published.missing_scopes(&jwt(Value::Object(Map::new()))).len(),
+            published
+                .missing_scopes(&jwt(Value::Object(Map::new())))
+                .len(),
             2
         );
         let token = Identity::Token {

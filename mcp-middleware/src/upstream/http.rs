@@ -692,7 +692,9 @@ pub(crate) async fn get_document(
         let response = if endpoint.tls {
             let tls = tls_connector(&[])?;
             let name = rustls_pki_types::ServerName::try_from(endpoint.server_name.clone())
-                .map_err(|err| format!("`{}` is not a TLS server name: {err}", endpoint.server_name))?;
+                .map_err(|err| {
+                    format!("`{}` is not a TLS server name: {err}", endpoint.server_name)
+                })?;
             let stream = tls
                 .connect(name, stream)
                 .await
@@ -717,7 +719,9 @@ pub(crate) async fn get_document(
         let body = http_body_util::Limited::new(response.into_body(), max)
             .collect()
             .await
-            .map_err(|err| format!("GET {url}: the body could not be read (over {max} bytes?): {err}"))?;
+            .map_err(|err| {
+                format!("GET {url}: the body could not be read (over {max} bytes?): {err}")
+            })?;
         Ok(body.to_bytes())
     };
     tokio::time::timeout(timeout, work)
@@ -743,7 +747,9 @@ pub(crate) fn is_secure_or_loopback(url: &str) -> bool {
 }
 
 /// TLS for `https://` servers: the Mozilla roots, and the CAs in `ca_files`.
-pub(crate) fn tls_connector(ca_files: &[std::path::PathBuf]) -> Result<tokio_rustls::TlsConnector, String> {
+pub(crate) fn tls_connector(
+    ca_files: &[std::path::PathBuf],
+) -> Result<tokio_rustls::TlsConnector, String> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();

@@ -242,8 +242,14 @@ mod tests {
                 "jwt: {issuer: 'https://i', keyFile: /k, secretFile: /s}",
                 "auth.jwt",
             ),
-            ("jwt: {issuer: 'https://i', keyFile: k.pem}", "auth.jwt.keyFile"),
-            ("jwt: {issuer: 'https://i', leeway: 99999}", "auth.jwt.leeway"),
+            (
+                "jwt: {issuer: 'https://i', keyFile: k.pem}",
+                "auth.jwt.keyFile",
+            ),
+            (
+                "jwt: {issuer: 'https://i', leeway: 99999}",
+                "auth.jwt.leeway",
+            ),
             ("tokens: tokens.txt", "auth.tokens"),
             ("oauth: {scopes: [a]}", "auth"),
             (
