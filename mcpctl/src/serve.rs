@@ -264,7 +264,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         })?,
         (None, None) => HttpOptions::default().listen,
     };
-    let project_auth = stored.as_ref().and_then(|p| p.spec.auth.as_ref());
+    let project_auth = stored.as_ref().and_then(|p| p.spec.auth.as_deref());
     for (flag, value) in [
         ("--max-sessions", Some(args.max_sessions)),
         (

@@ -70,7 +70,7 @@ pub struct ProjectSpec {
     pub listen: Option<String>,
     /// How `mcpctl serve` identifies clients ([`ProjectAuth`]).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub auth: Option<ProjectAuth>,
+    pub auth: Option<Box<ProjectAuth>>,
     /// Set when the file said `gated: ...` (deprecated): what it said.
     #[serde(skip)]
     pub legacy_gated: Option<bool>,
@@ -146,7 +146,7 @@ struct RawProjectSpec {
     #[serde(default)]
     routes: Routes,
     listen: Option<String>,
-    auth: Option<ProjectAuth>,
+    auth: Option<Box<ProjectAuth>>,
     gated: Option<bool>,
 }
 
