@@ -38,6 +38,12 @@
 //! unknown or revoked, malformed, unsupported algorithm, unknown key, bad signature, expired,
 //! not yet valid, wrong issuer, wrong audience: [`AuthFailure`]), never the token, anything
 //! else the client sent, or what the proxy is configured to expect.
+//! With [`HttpOptions::protected_resource`](crate::http::HttpOptions::protected_resource)
+//! the challenge also names the protected-resource metadata (`resource_metadata="..."`, RFC
+//! 9728), and a JWT without the required scopes gets `403 insufficient_scope`
+//! ([`ProtectedResource`](crate::http::ProtectedResource)). Keys can come from the issuer
+//! itself ([`IssuerKeys`], [`JwtVerifier::from_issuer`]), fetched again, rate-limited, when a
+//! token names a key not cached.
 //!
 //! # Sessions
 //!
