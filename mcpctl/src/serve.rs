@@ -15,9 +15,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use mcp_middleware::auth::{Auth, JwtKey, JwtVerifier, TokenList};
-use mcp_middleware::http::{ClientCertificates, HttpOptions, TlsOptions};
+use mcp_middleware::auth::{Auth, IssuerKeys, JwtKey, JwtVerifier, TokenList};
+use mcp_middleware::http::{ClientCertificates, HttpOptions, ProtectedResource, TlsOptions};
 use mcp_middleware::proxy::stop_signal;
+use mcpctl::store::auth::ProjectAuth;
 use mcpctl::store::{ProjectSpec, Store};
 
 use crate::proxy::{ProxyArgs, build};
@@ -91,19 +92,31 @@ pub(crate) struct IdentityArgs {
     /// Require JWTs to carry this audience (`aud`).
     #[arg(long, value_name = "AUDIENCE")]
     pub(crate) jwt_audience: Option<String>,
-    /// The JWT claim that names the client.
-    #[arg(long, default_value = "sub", value_name = "CLAIM")]
-    pub(crate) jwt_subject_claim: String,
-    /// Seconds of clock skew allowed on JWTs' `exp` and `nbf`.
-    #[arg(long, default_value_t = 60, value_name = "SECS")]
-    pub(crate) jwt_leeway: u64,
+    /// The JWT claim that names the client. Default: the project's `auth.jwt.subjectClaim`,
+    /// else `sub`.
+    #[arg(long, value_name = "CLAIM")]
+    pub(crate) jwt_subject_claim: Option<String>,
+    /// Seconds of clock skew allowed on JWTs' `exp` and `nbf`. Default: the project's
+    /// `auth.jwt.leeway`, else 60.
+    #[arg(long, value_name = "SECS")]
+    pub(crate) jwt_leeway: Option<u64>,
 }
 
 impl IdentityArgs {
-    /// The credentials and TLS settings the flags ask for (every file read and checked now).
-    fn apply(&self, mut options: HttpOptions) -> anyhow::Result<HttpOptions> {
+    /// The credentials and TLS settings the flags and the project's `auth` ask for (every
+    /// file read and checked now; a flag overrides the project's setting it stands for), and
+    /// the issuer whose keys are still to be fetched.
+    fn apply(
+        &self,
+        mut options: HttpOptions,
+        project: Option<&ProjectAuth>,
+    ) -> anyhow::Result<(HttpOptions, Option<IssuerKeys>)> {
         let mut auth = Auth::new();
-        if let Some(path) = &self.tokens {
+        let tokens = self
+            .tokens
+            .clone()
+            .or_else(|| project.and_then(|p| p.tokens.as_ref().map(PathBuf::from)));
+        if let Some(path) = &tokens {
             auth = auth.tokens(TokenList::from_file(path)?);
         }
         let mut keys = Vec::new();
@@ -113,29 +126,88 @@ impl IdentityArgs {
         for path in &self.jwt_keys {
             keys.extend(JwtKey::from_file(path)?);
         }
+        let project_jwt = project.and_then(|p| p.jwt.as_ref());
         let jwt_flags = self.jwt_issuer.is_some()
             || self.jwt_audience.is_some()
-            || self.jwt_subject_claim != "sub";
-        if keys.is_empty() && jwt_flags {
+            || self.jwt_subject_claim.is_some()
+            || self.jwt_leeway.is_some();
+        if keys.is_empty() && jwt_flags && project_jwt.is_none() {
             bail!(
-                "--jwt-issuer, --jwt-audience and --jwt-subject-claim need --jwt-secret-file or --jwt-key"
+                "--jwt-issuer, --jwt-audience, --jwt-subject-claim and --jwt-leeway need --jwt-secret-file or --jwt-key (or `auth.jwt` in the project)"
             );
         }
-        if !keys.is_empty() {
-            let mut verifier = JwtVerifier::with_keys(keys)
-                .subject_claim(&self.jwt_subject_claim)
-                .leeway(Duration::from_secs(self.jwt_leeway));
+        let mut pending = None;
+        let verifier = if !keys.is_empty() {
+            // The flags' keys replace the project's JWT settings whole: today's behaviour.
+            let mut verifier = JwtVerifier::with_keys(keys);
             if let Some(issuer) = &self.jwt_issuer {
                 verifier = verifier.issuer(issuer);
             }
             if let Some(audience) = &self.jwt_audience {
                 verifier = verifier.audience(audience);
             }
+            Some(verifier)
+        } else if let Some(jwt) = project_jwt {
+            let issuer = self.jwt_issuer.as_deref().unwrap_or(&jwt.issuer);
+            let mut verifier = if let Some(path) = &jwt.secret_file {
+                JwtVerifier::new(hmac_key(Path::new(path))?).issuer(issuer)
+            } else if let Some(path) = &jwt.key_file {
+                JwtVerifier::with_keys(JwtKey::from_file(path)?).issuer(issuer)
+            } else {
+                let keys = match &jwt.jwks_uri {
+                    Some(uri) => IssuerKeys::with_jwks_uri(issuer, uri.as_str())?,
+                    None => IssuerKeys::new(issuer)?,
+                };
+                pending = Some(keys.clone());
+                JwtVerifier::from_issuer(keys)
+            };
+            // Without an audience the resource is the audience (set once the front is bound).
+            if let Some(audience) = self.jwt_audience.as_ref().or(jwt.audience.as_ref()) {
+                verifier = verifier.audience(audience);
+            }
+            if let Some(claim) = &jwt.subject_claim {
+                verifier = verifier.subject_claim(claim);
+            }
+            if let Some(leeway) = jwt.leeway {
+                verifier = verifier.leeway(Duration::from_secs(leeway));
+            }
+            Some(verifier)
+        } else {
+            None
+        };
+        if let Some(mut verifier) = verifier {
+            if let Some(claim) = &self.jwt_subject_claim {
+                verifier = verifier.subject_claim(claim);
+            }
+            if let Some(leeway) = self.jwt_leeway {
+                verifier = verifier.leeway(Duration::from_secs(leeway));
+            }
             auth = auth.jwt(verifier);
         }
+        if let Some(project) = project.filter(|p| p.publishes_resource()) {
+            let mut resource = ProtectedResource::new().audience_is_resource(
+                project_jwt.is_some() && self.jwt_keys.is_empty() && self.jwt_secret_file.is_none(),
+            );
+            if let Some(oauth) = &project.oauth {
+                if let Some(id) = &oauth.resource {
+                    resource = resource.resource(id);
+                }
+                for scope in &oauth.scopes {
+                    resource = resource.scope(scope);
+                }
+            }
+            for server in project.authorization_servers() {
+                resource = resource.authorization_server(server);
+            }
+            options = options.protected_resource(resource);
+        }
+        let client_ca = self
+            .client_ca
+            .clone()
+            .or_else(|| project.and_then(|p| p.mtls.as_ref().map(|m| PathBuf::from(&m.client_ca))));
         if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
             let mut tls = TlsOptions::from_pem_files(cert, key)?;
-            if let Some(ca) = &self.client_ca {
+            if let Some(ca) = &client_ca {
                 let mode = if auth.is_required() {
                     ClientCertificates::Optional
                 } else {
@@ -144,15 +216,19 @@ impl IdentityArgs {
                 tls = tls.client_certificates_file(ca, mode)?;
             }
             options = options.tls(tls);
+        } else if client_ca.is_some() {
+            bail!(
+                "the project's `auth.mtls` needs --tls-cert and --tls-key (client certificates come over TLS)"
+            );
         }
-        if !auth.is_required() && self.client_ca.is_none() && !options.listen.ip().is_loopback() {
+        if !auth.is_required() && client_ca.is_none() && !options.listen.ip().is_loopback() {
             tracing::warn!(
                 listen = %options.listen,
                 "serving without authentication on a non-loopback address: anyone who reaches \
                  it can use the upstream (see --tokens, --jwt-key, --client-ca)"
             );
         }
-        Ok(options.auth(auth))
+        Ok((options.auth(auth), pending))
     }
 }
 
@@ -171,19 +247,24 @@ fn hmac_key(path: &Path) -> anyhow::Result<JwtKey> {
 
 /// Serves until SIGTERM, SIGINT or SIGHUP, then shuts down gracefully.
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let listen = match (args.listen, &args.proxy.project) {
+    let stored = match &args.proxy.project {
+        Some(project) => Some(Store::from_env()?.get::<ProjectSpec>(project)?),
+        None => None,
+    };
+    let listen = match (
+        args.listen,
+        stored.as_ref().and_then(|p| p.spec.listen.as_ref()),
+    ) {
         (Some(listen), _) => listen,
-        (None, Some(project)) => {
-            let stored = Store::from_env()?.get::<ProjectSpec>(project)?;
-            match stored.spec.listen {
-                Some(listen) => listen.parse().with_context(|| {
-                    format!("project `{project}`: `listen` is not an address: `{listen}`")
-                })?,
-                None => HttpOptions::default().listen,
-            }
-        }
+        (None, Some(listen)) => listen.parse().with_context(|| {
+            format!(
+                "project `{}`: `listen` is not an address: `{listen}`",
+                stored.as_ref().map(|p| p.name.as_str()).unwrap_or_default()
+            )
+        })?,
         (None, None) => HttpOptions::default().listen,
     };
+    let project_auth = stored.as_ref().and_then(|p| p.spec.auth.as_deref());
     for (flag, value) in [
         ("--max-sessions", Some(args.max_sessions)),
         (
@@ -211,13 +292,17 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     for origin in args.allow_origins {
         options = options.allow_origin(origin);
     }
-    let options = args.identity.apply(options)?;
+    let (options, issuer_keys) = args.identity.apply(options, project_auth)?;
     let proxy = build(&args.proxy)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
+        if let Some(keys) = &issuer_keys {
+            // Fail at start, not at the first client, when the issuer cannot be read.
+            keys.load().await?;
+        }
         let server = proxy.serve_http(options).await?;
         // The one line a person (or a test harness) starting it needs: the URL, with the port
         // when `--listen` said 0.

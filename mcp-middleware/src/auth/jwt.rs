@@ -47,7 +47,7 @@ use x509_cert::der::oid::ObjectIdentifier;
 use x509_cert::spki::SubjectPublicKeyInfoRef;
 
 use super::strict_json::StrictValue;
-use super::{AuthError, AuthFailure};
+use super::{AuthError, AuthFailure, IssuerKeys};
 use crate::context::Identity;
 
 /// rsaEncryption.
@@ -424,6 +424,8 @@ fn typ_is_jwt(typ: &str) -> bool {
 #[derive(Debug, Clone)]
 pub struct JwtVerifier {
     keys: Vec<JwtKey>,
+    /// Keys fetched from the issuer, besides `keys`.
+    issuer_keys: Option<IssuerKeys>,
     issuer: Option<String>,
     audience: Option<String>,
     subject_claim: String,
@@ -454,6 +456,7 @@ impl JwtVerifier {
     pub fn with_keys(keys: Vec<JwtKey>) -> Self {
         Self {
             keys,
+            issuer_keys: None,
             issuer: None,
             audience: None,
             subject_claim: "sub".to_owned(),
@@ -461,6 +464,21 @@ impl JwtVerifier {
             require_exp: true,
             clock: Clock(Arc::new(SystemTime::now)),
         }
+    }
+
+    /// A verifier of the tokens of an issuer, with the keys it publishes (fetched by
+    /// [`IssuerKeys::load`], and again when a token names a key it does not have): requires
+    /// `iss` to be that issuer.
+    pub fn from_issuer(keys: IssuerKeys) -> Self {
+        let issuer = keys.issuer().to_owned();
+        let mut verifier = Self::with_keys(Vec::new()).issuer(issuer);
+        verifier.issuer_keys = Some(keys);
+        verifier
+    }
+
+    /// The issuer's keys, when they are fetched from it.
+    pub fn issuer_keys(&self) -> Option<&IssuerKeys> {
+        self.issuer_keys.as_ref()
     }
 
     /// Adds a key.
@@ -478,6 +496,13 @@ impl JwtVerifier {
     /// Requires the `aud` claim to be, or to contain, `audience`.
     pub fn audience(mut self, audience: impl Into<String>) -> Self {
         self.audience = Some(audience.into());
+        self
+    }
+
+    pub(crate) fn default_audience(mut self, audience: &str) -> Self {
+        if self.audience.is_none() {
+            self.audience = Some(audience.to_owned());
+        }
         self
     }
 
@@ -587,14 +612,20 @@ impl JwtVerifier {
             Some(Value::String(kid)) => Some(kid.as_str()),
             Some(_) => return Err(AuthFailure::Malformed("its `kid` is not a string")),
         };
-        let candidates =
-            self.keys
-                .iter()
-                .filter(|k| k.accepts(alg))
-                .filter(|k| match (kid, &k.kid) {
-                    (Some(wanted), Some(have)) => wanted == have,
-                    _ => true,
-                });
+        let fetched = self
+            .issuer_keys
+            .as_ref()
+            .map(IssuerKeys::keys)
+            .unwrap_or_default();
+        let candidates = self
+            .keys
+            .iter()
+            .chain(fetched.iter())
+            .filter(|k| k.accepts(alg))
+            .filter(|k| match (kid, &k.kid) {
+                (Some(wanted), Some(have)) => wanted == have,
+                _ => true,
+            });
         let mut validation = Validation::new(alg);
         // Claims are checked below, against the verifier's clock.
         validation.required_spec_claims.clear();

@@ -38,6 +38,12 @@
 //! unknown or revoked, malformed, unsupported algorithm, unknown key, bad signature, expired,
 //! not yet valid, wrong issuer, wrong audience: [`AuthFailure`]), never the token, anything
 //! else the client sent, or what the proxy is configured to expect.
+//! With [`HttpOptions::protected_resource`](crate::http::HttpOptions::protected_resource)
+//! the challenge also names the protected-resource metadata (`resource_metadata="..."`, RFC
+//! 9728), and a JWT without the required scopes gets `403 insufficient_scope`
+//! ([`ProtectedResource`](crate::http::ProtectedResource)). Keys can come from the issuer
+//! itself ([`IssuerKeys`], [`JwtVerifier::from_issuer`]), fetched again, rate-limited, when a
+//! token names a key not cached.
 //!
 //! # Sessions
 //!
@@ -57,6 +63,7 @@
 //! Stateless (2026-07-28) sessions are keyed by the principal and the client's name.
 
 mod certificate;
+mod issuer;
 mod jwt;
 mod strict_json;
 mod tokens;
@@ -64,6 +71,7 @@ mod tokens;
 use std::path::{Path, PathBuf};
 
 pub use certificate::{CertificateError, CertificateInfo};
+pub use issuer::{IssuerKeys, MIN_REFRESH};
 pub use jwt::{JwtKey, JwtVerifier};
 pub use tokens::TokenList;
 
@@ -102,6 +110,12 @@ impl Auth {
         self.tokens.is_some() || self.jwt.is_some()
     }
 
+    /// The same, with the JWT verifier's audience `audience` when it has none.
+    pub(crate) fn default_audience(mut self, audience: &str) -> Self {
+        self.jwt = self.jwt.map(|jwt| jwt.default_audience(audience));
+        self
+    }
+
     pub(crate) fn token_list(&self) -> Option<&TokenList> {
         self.tokens.as_ref()
     }
@@ -126,6 +140,27 @@ impl Auth {
     /// assert!(matches!(auth.verify_bearer("nope"), Err(AuthFailure::UnknownToken)));
     /// ```
     pub fn verify_bearer(&self, token: &str) -> Result<Identity, AuthFailure> {
+        self.verify_bearer_cached(token)
+    }
+
+    /// As [`verify_bearer`](Self::verify_bearer), and when the JWT names a key the verifier
+    /// does not have and its keys come from the issuer, fetches them again (rate-limited:
+    /// [`IssuerKeys::refresh`]) and tries once more: how keys the issuer rotated in are
+    /// accepted without a restart.
+    pub async fn verify_bearer_fresh(&self, token: &str) -> Result<Identity, AuthFailure> {
+        match self.verify_bearer_cached(token) {
+            Err(AuthFailure::UnknownKey) => {
+                let Some(keys) = self.jwt.as_ref().and_then(JwtVerifier::issuer_keys) else {
+                    return Err(AuthFailure::UnknownKey);
+                };
+                keys.refresh().await;
+                self.verify_bearer_cached(token)
+            }
+            other => other,
+        }
+    }
+
+    fn verify_bearer_cached(&self, token: &str) -> Result<Identity, AuthFailure> {
         if let Some(subject) = self.tokens.as_ref().and_then(|t| t.subject_of(token)) {
             return Ok(Identity::Token { subject });
         }

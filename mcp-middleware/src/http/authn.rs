@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::options::HttpOptions;
 use super::reject::Reject;
+use super::resource::Published;
 use super::tls::PeerCertificate;
 use crate::auth::{Auth, AuthFailure, TokenList};
 use crate::context::Identity;
@@ -84,15 +85,25 @@ pub(crate) struct Authenticator {
     auth: Auth,
     /// Whether client certificates are asked for.
     certificates: bool,
+    /// The protected-resource metadata, when published: named in every `401`, and its
+    /// scopes required.
+    resource: Option<Published>,
 }
 
 impl Authenticator {
-    pub(crate) fn new(options: &HttpOptions) -> Self {
-        if let Some(jwt) = options.auth.jwt_verifier() {
+    pub(crate) fn new(options: &HttpOptions, resource: Option<Published>) -> Self {
+        let mut auth = options.auth.clone();
+        if let (Some(published), Some(config)) = (&resource, &options.protected_resource)
+            && config.audience_is_resource
+        {
+            auth = auth.default_audience(&published.resource);
+        }
+        if let Some(jwt) = auth.jwt_verifier() {
             jwt.warn_about_open_checks();
         }
         Self {
-            auth: options.auth.clone(),
+            resource,
+            auth,
             certificates: options
                 .tls
                 .as_ref()
@@ -105,16 +116,29 @@ impl Authenticator {
         self.auth.is_required() || self.certificates
     }
 
-    /// The identity of one request, and how long its credential holds.
-    pub(crate) fn authenticate(
+    /// The identity of one request, and how long its credential holds; `403` when it is a
+    /// JWT without the scopes the resource requires.
+    pub(crate) async fn authenticate(
         &self,
         headers: &HeaderMap,
         peer: Option<&PeerCertificate>,
     ) -> Result<Authenticated, Reject> {
-        let identity = self.resolve(headers, peer).map_err(|failure| {
+        let metadata = self.resource.as_ref().map(|r| r.metadata_url.as_str());
+        let identity = self.resolve(headers, peer).await.map_err(|failure| {
             tracing::debug!(reason = %failure, "request refused: not authenticated");
-            Reject::unauthorized(&failure)
+            Reject::unauthorized(&failure, metadata)
         })?;
+        if let Some(resource) = &self.resource {
+            let missing = resource.missing_scopes(&identity);
+            if !missing.is_empty() {
+                tracing::debug!(?missing, "request refused: insufficient scope");
+                return Err(Reject::insufficient_scope(
+                    &missing,
+                    &resource.scopes,
+                    &resource.metadata_url,
+                ));
+            }
+        }
         let validity = match &identity {
             Identity::Token { subject } => match (self.auth.token_list(), bearer_of(headers)) {
                 (Some(tokens), Some(token)) => Validity::Listed {
@@ -138,7 +162,7 @@ impl Authenticator {
         Ok(Authenticated { identity, validity })
     }
 
-    fn resolve(
+    async fn resolve(
         &self,
         headers: &HeaderMap,
         peer: Option<&PeerCertificate>,
@@ -148,7 +172,7 @@ impl Authenticator {
         {
             let value = value.to_str().map_err(|_| AuthFailure::Scheme)?;
             let token = bearer(value).ok_or(AuthFailure::Scheme)?;
-            return self.auth.verify_bearer(token);
+            return self.auth.verify_bearer_fresh(token).await;
         }
         if self.certificates
             && let Some(peer) = peer
@@ -190,23 +214,23 @@ mod tests {
         assert_eq!(bearer("Bearer"), None);
     }
 
-    #[test]
-    fn requests_resolve_to_identities() {
-        let open = Authenticator::new(&HttpOptions::default());
+    #[tokio::test]
+    async fn requests_resolve_to_identities() {
+        let open = Authenticator::new(&HttpOptions::default(), None);
         let mut headers = HeaderMap::new();
         headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer x"));
         // With no credentials configured a bearer is not looked at (it may be for the upstream).
-        assert_eq!(open.resolve(&headers, None), Ok(Identity::Anonymous));
+        assert_eq!(open.resolve(&headers, None).await, Ok(Identity::Anonymous));
 
         let options = HttpOptions::default()
             .auth(Auth::new().tokens(TokenList::new().with_token("alice", "tok-alice")));
-        let closed = Authenticator::new(&options);
+        let closed = Authenticator::new(&options, None);
         assert_eq!(
-            closed.resolve(&HeaderMap::new(), None),
+            closed.resolve(&HeaderMap::new(), None).await,
             Err(AuthFailure::Missing)
         );
         assert_eq!(
-            closed.resolve(&headers, None),
+            closed.resolve(&headers, None).await,
             Err(AuthFailure::UnknownToken)
         );
         headers.insert(
@@ -214,7 +238,7 @@ mod tests {
             HeaderValue::from_static("Bearer tok-alice"),
         );
         assert_eq!(
-            closed.resolve(&headers, None),
+            closed.resolve(&headers, None).await,
             Ok(Identity::Token {
                 subject: "alice".to_owned()
             })
@@ -223,6 +247,9 @@ mod tests {
             header::AUTHORIZATION,
             HeaderValue::from_static("Basic eDp5"),
         );
-        assert_eq!(closed.resolve(&headers, None), Err(AuthFailure::Scheme));
+        assert_eq!(
+            closed.resolve(&headers, None).await,
+            Err(AuthFailure::Scheme)
+        );
     }
 }

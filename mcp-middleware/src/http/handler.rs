@@ -93,6 +93,26 @@ async fn dispatch(
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Reject> {
     let path = &registry.options().path;
+    if let Some(resource) = &front.resource
+        && super::resource::Published::serves(request.uri().path(), path)
+    {
+        front.guard.check_headers(request.headers())?;
+        return match *request.method() {
+            Method::GET => {
+                let mut response = json_response(StatusCode::OK, resource.document.clone());
+                // Public, and read by browser-based clients of any origin.
+                response.headers_mut().insert(
+                    header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                    HeaderValue::from_static("*"),
+                );
+                Ok(response)
+            }
+            Method::OPTIONS => Ok(preflight(request.headers())),
+            _ => Err(method_not_allowed(
+                "Method Not Allowed: the protected-resource metadata is read with GET",
+            )),
+        };
+    }
     if request.uri().path() != path {
         return Err(Reject::new(
             StatusCode::NOT_FOUND,
@@ -114,7 +134,8 @@ async fn dispatch(
     }
     // Every request authenticates, and its session must belong to whoever it authenticates as.
     // A stream it opens lasts only as long as the credential.
-    let Authenticated { identity, validity } = front.authn.authenticate(headers, certificate)?;
+    let Authenticated { identity, validity } =
+        front.authn.authenticate(headers, certificate).await?;
     match *request.method() {
         Method::POST => post(registry, &identity, validity, peer, request).await,
         Method::GET => get(registry, &identity, validity, request.headers()),

@@ -55,10 +55,11 @@
 //!
 //! | check | status | code |
 //! |---|---|---|
-//! | path is not the endpoint | 404 | -32600 |
+//! | path is not the endpoint (nor, with [`HttpOptions::protected_resource`], a GET of its metadata) | 404 | -32600 |
 //! | `Host` or `Origin` not loopback or configured (DNS rebinding) | 403 | -32600 |
 //! | method other than POST, GET, DELETE (OPTIONS answers CORS preflight) | 405 | -32600 |
 //! | no valid credential, when [`HttpOptions::auth`] or client certificates are configured | 401 | [`UNAUTHORIZED`] |
+//! | a JWT without every scope [`ProtectedResource::scopes`] requires | 403 | [`UNAUTHORIZED`] |
 //! | shutting down, or [`HttpOptions::max_sessions`] or the caller's [`HttpOptions::session_quota`] reached (with `Retry-After`) | 503 | -32000 |
 //! | POST `Accept` lacks `application/json` or `text/event-stream`; GET lacks the latter | 406 | -32600 |
 //! | POST `Content-Type` not `application/json` | 415 | -32600 |
@@ -117,6 +118,7 @@ mod options;
 mod quota;
 mod registry;
 mod reject;
+mod resource;
 mod server;
 mod streams;
 mod tls;
@@ -126,6 +128,7 @@ use std::sync::Arc;
 pub use handler::SUPPORTED_VERSIONS;
 pub use options::HttpOptions;
 pub use reject::{HEADER_MISMATCH, SERVER_ERROR, UNAUTHORIZED};
+pub use resource::ProtectedResource;
 pub use server::HttpServer;
 pub use tls::{ClientCertificates, TlsError, TlsOptions};
 
@@ -137,9 +140,20 @@ pub(crate) fn start(
     factory: SessionFactory,
     options: HttpOptions,
 ) -> std::io::Result<HttpServer> {
+    let scheme = if options.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let base = format!("{scheme}://{}", listener.local_addr()?);
+    let published = options
+        .protected_resource
+        .as_ref()
+        .map(|config| resource::Published::new(config, &base, &options.path));
     let front = Arc::new(server::Front {
         guard: guard::Guard::new(&options),
-        authn: authn::Authenticator::new(&options),
+        authn: authn::Authenticator::new(&options, published.clone()),
+        resource: published,
         tls: options.tls.as_ref().map(tls::TlsOptions::acceptor),
     });
     let registry = Arc::new(registry::Registry::new(factory, options));

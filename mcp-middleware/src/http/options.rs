@@ -3,6 +3,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+use super::resource::ProtectedResource;
 use super::tls::TlsOptions;
 use crate::auth::Auth;
 
@@ -98,6 +99,9 @@ pub struct HttpOptions {
     /// Serve HTTPS with these settings (and identify clients by their certificates, when they
     /// ask for them). Default: plain HTTP.
     pub tls: Option<TlsOptions>,
+    /// Publish the front as an OAuth protected resource (RFC 9728 metadata, `resource_metadata`
+    /// in every `401`, required scopes). Default: not published.
+    pub protected_resource: Option<ProtectedResource>,
 }
 
 impl Default for HttpOptions {
@@ -120,6 +124,7 @@ impl Default for HttpOptions {
             shutdown_grace: Duration::from_secs(5),
             auth: Auth::default(),
             tls: None,
+            protected_resource: None,
         }
     }
 }
@@ -210,6 +215,12 @@ impl HttpOptions {
     /// Sets the credentials clients authenticate with.
     pub fn auth(mut self, auth: Auth) -> Self {
         self.auth = auth;
+        self
+    }
+
+    /// Publishes the front as an OAuth protected resource.
+    pub fn protected_resource(mut self, resource: ProtectedResource) -> Self {
+        self.protected_resource = Some(resource);
         self
     }
 

@@ -63,17 +63,44 @@ impl Reject {
 
     /// `401 Unauthorized`, with the RFC 6750 challenge (`invalid_token` when a credential
     /// was presented and refused).
-    pub(crate) fn unauthorized(failure: &crate::auth::AuthFailure) -> Self {
-        let challenge = match failure {
+    /// With `metadata`, the challenge points to the protected-resource metadata (RFC 9728
+    /// §5.1), where clients learn which authorization server to ask.
+    pub(crate) fn unauthorized(failure: &crate::auth::AuthFailure, metadata: Option<&str>) -> Self {
+        let mut challenge = match failure {
             crate::auth::AuthFailure::Missing => r#"Bearer realm="mcp""#.to_owned(),
             _ => r#"Bearer realm="mcp", error="invalid_token""#.to_owned(),
         };
+        if let Some(url) = metadata {
+            challenge.push_str(&format!(r#", resource_metadata="{url}""#));
+        }
         let mut reject = Self::new(
             StatusCode::UNAUTHORIZED,
             UNAUTHORIZED,
             format!("Unauthorized: {failure}"),
         );
         reject.challenge = Some(challenge);
+        reject
+    }
+
+    /// `403 Forbidden` for a token that lacks `missing` of the scopes the resource requires
+    /// (RFC 6750 §3.1); the challenge names every scope required.
+    pub(crate) fn insufficient_scope(
+        missing: &[String],
+        required: &[String],
+        metadata: &str,
+    ) -> Self {
+        let mut reject = Self::new(
+            StatusCode::FORBIDDEN,
+            UNAUTHORIZED,
+            format!(
+                "Forbidden: the token lacks the scope(s) {}",
+                missing.join(" ")
+            ),
+        );
+        reject.challenge = Some(format!(
+            r#"Bearer error="insufficient_scope", scope="{}", resource_metadata="{metadata}""#,
+            required.join(" ")
+        ));
         reject
     }
 

@@ -36,6 +36,8 @@ pub(crate) struct Front {
     pub(crate) guard: Guard,
     pub(crate) authn: Authenticator,
     pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,
+    /// The protected-resource metadata, when published.
+    pub(crate) resource: Option<super::resource::Published>,
 }
 
 /// How long a client may take to send a request's headers.

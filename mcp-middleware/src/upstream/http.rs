@@ -170,7 +170,7 @@ type Up = Arc<dyn Fn(String) -> std::pin::Pin<Box<dyn Future<Output = bool> + Se
 
 /// Where the endpoint is.
 #[derive(Debug, Clone)]
-struct Endpoint {
+pub(crate) struct Endpoint {
     /// Whether it is `https://`.
     tls: bool,
     /// The host name the certificate must be for.
@@ -184,7 +184,7 @@ struct Endpoint {
 }
 
 impl Endpoint {
-    fn parse(url: &str) -> Result<Self, String> {
+    pub(crate) fn parse(url: &str) -> Result<Self, String> {
         let (tls, rest) = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
             (Some(rest), _) => (true, rest),
             (None, Some(rest)) => (false, rest),
@@ -667,8 +667,89 @@ fn is_event_stream(headers: &hyper::HeaderMap) -> bool {
     header(headers, "content-type").is_some_and(|t| t.starts_with("text/event-stream"))
 }
 
+/// The body of `GET url` (an `https://` URL, or `http://` on a loopback address: the caller
+/// decides which it allows, see [`is_secure_or_loopback`]), at most `max` bytes, within `timeout`:
+/// for documents the proxy reads from other servers (an issuer's metadata and keys), over the
+/// same hyper + rustls stack as the upstream client.
+pub(crate) async fn get_document(
+    url: &str,
+    max: usize,
+    timeout: std::time::Duration,
+) -> Result<Bytes, String> {
+    let endpoint = Endpoint::parse(url)?;
+    let work = async {
+        let stream = tokio::net::TcpStream::connect(&endpoint.authority)
+            .await
+            .map_err(|err| format!("cannot connect to {}: {err}", endpoint.authority))?;
+        let request = Request::builder()
+            .method(Method::GET)
+            .uri(&endpoint.path)
+            .header("host", &endpoint.host)
+            .header("accept", "application/json")
+            .body(Full::new(Bytes::new()))
+            .map_err(|err| format!("the request could not be built: {err}"))?;
+        let failed = |err: hyper::Error| format!("GET {url} failed: {err}");
+        let response = if endpoint.tls {
+            let tls = tls_connector(&[])?;
+            let name = rustls_pki_types::ServerName::try_from(endpoint.server_name.clone())
+                .map_err(|err| {
+                    format!("`{}` is not a TLS server name: {err}", endpoint.server_name)
+                })?;
+            let stream = tls
+                .connect(name, stream)
+                .await
+                .map_err(|err| format!("TLS with {} failed: {err}", endpoint.authority))?;
+            let (mut sender, connection) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(failed)?;
+            tokio::spawn(connection);
+            sender.send_request(request).await.map_err(failed)?
+        } else {
+            let (mut sender, connection) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(failed)?;
+            tokio::spawn(connection);
+            sender.send_request(request).await.map_err(failed)?
+        };
+        if response.status() != StatusCode::OK {
+            return Err(format!("GET {url} answered {}", response.status()));
+        }
+        let body = http_body_util::Limited::new(response.into_body(), max)
+            .collect()
+            .await
+            .map_err(|err| {
+                format!("GET {url}: the body could not be read (over {max} bytes?): {err}")
+            })?;
+        Ok(body.to_bytes())
+    };
+    tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| format!("GET {url} took longer than {} s", timeout.as_secs()))?
+}
+
+/// Whether `url` is `https://`, or `http://` to a loopback address (`localhost`, `127.x`,
+/// `[::1]`): the only places the proxy fetches keys from, so that no one on the path can
+/// swap them.
+pub(crate) fn is_secure_or_loopback(url: &str) -> bool {
+    match Endpoint::parse(url) {
+        Ok(endpoint) if endpoint.tls => true,
+        Ok(endpoint) => {
+            endpoint.server_name == "localhost"
+                || endpoint
+                    .server_name
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }
+        Err(_) => false,
+    }
+}
+
 /// TLS for `https://` servers: the Mozilla roots, and the CAs in `ca_files`.
-fn tls_connector(ca_files: &[std::path::PathBuf]) -> Result<tokio_rustls::TlsConnector, String> {
+pub(crate) fn tls_connector(
+    ca_files: &[std::path::PathBuf],
+) -> Result<tokio_rustls::TlsConnector, String> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();

@@ -6,7 +6,7 @@
 
 mod env_refs;
 mod environment;
-mod http;
+pub(crate) mod http;
 mod parent_death;
 mod set;
 mod sse;

@@ -28,6 +28,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod auth;
 pub mod error;
 pub mod files;
 pub mod parse;

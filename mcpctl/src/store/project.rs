@@ -14,7 +14,9 @@
 //!   routes:                        # routing paths (SPEC P7): names or globs of tools,
 //!     hidden: ["admin-*"]          #   prompts and resource URIs
 //!     passThrough: [echo]
-//!   listen: 127.0.0.1:8080         # stored for `mcpctl serve` (later)
+//!   listen: 127.0.0.1:8080         # where `mcpctl serve` listens
+//!   auth:                          # how `mcpctl serve` identifies clients (see [`super::auth`])
+//!     jwt: { issuer: "https://login.example.com" }
 //! ```
 //!
 //! `gated: true` (deprecated) is read as `proxyModel: default` and a warning is logged;
@@ -25,6 +27,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use super::auth::ProjectAuth;
 use super::resource::{AnyResource, Kind, Resource, Spec, checked_map};
 
 /// The model a project runs when it names none.
@@ -65,6 +68,9 @@ pub struct ProjectSpec {
     /// The address `mcpctl serve` listens on, kept for when it exists.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<String>,
+    /// How `mcpctl serve` identifies clients ([`ProjectAuth`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<Box<ProjectAuth>>,
     /// Set when the file said `gated: ...` (deprecated): what it said.
     #[serde(skip)]
     pub legacy_gated: Option<bool>,
@@ -140,6 +146,7 @@ struct RawProjectSpec {
     #[serde(default)]
     routes: Routes,
     listen: Option<String>,
+    auth: Option<Box<ProjectAuth>>,
     gated: Option<bool>,
 }
 
@@ -184,6 +191,9 @@ impl TryFrom<RawProjectSpec> for ProjectSpec {
                 "`config.{model}` must be a map of that model's config fields"
             ));
         }
+        if let Some(auth) = &raw.auth {
+            auth.check()?;
+        }
         Ok(ProjectSpec {
             servers: raw.servers,
             prompts: raw.prompts,
@@ -193,6 +203,7 @@ impl TryFrom<RawProjectSpec> for ProjectSpec {
             namespace_separator: raw.namespace_separator,
             routes: raw.routes,
             listen: raw.listen,
+            auth: raw.auth,
             legacy_gated: raw.gated,
         })
     }
