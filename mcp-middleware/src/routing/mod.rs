@@ -56,6 +56,14 @@
 //! unambiguously (or whose entries member is not an array) is not passed on: the client gets
 //! `-32603` saying the listing was withheld.
 //!
+//! **Restricted** names ([`Restriction`]) are hidden, exactly as above, from every caller an
+//! entry does not admit, and from no one else: the router decides per caller, on the
+//! session's [`Identity`] (the client's for its requests, the same for a hook's own upstream
+//! calls and code mode's inner calls). A name several entries restrict is visible only to a
+//! caller all of them admit; `hidden` wins over `restricted`. The refusal is worded as for a
+//! hidden name, and any restriction makes listings strict (withheld when unreadable) and
+//! their 2026-07-28 results `cacheScope: "private"`, since what they list depends on who asks.
+//!
 //! **Pass-through** names are compared exactly as written. A request for one takes the raw
 //! forwarding path, as if no model were loaded (observers still see it). Its `tools/list` entry
 //! is the upstream's: when a model changes, drops or invents an entry of that name, the final
@@ -1263,6 +1271,23 @@ mod tests {
         assert!(router.check("tools/call", Some(&call), &bob).is_err());
         assert!(router.hides_update(Some(r#"{"uri":"file:///ops/a"}"#), &bob));
         assert!(!router.hides_update(Some(r#"{"uri":"file:///ops/a"}"#), &alice));
+    }
+
+    #[test]
+    fn every_entry_naming_a_name_must_admit_the_caller() {
+        let router = single(
+            Routes::new()
+                .restrict(
+                    Restriction::new("admin-*")
+                        .principal("token:alice")
+                        .principal("token:bob"),
+                )
+                .restrict(Restriction::new("admin-reset").principal("token:alice")),
+        );
+        assert!(!router.is_hidden("admin-reset", &token("alice")));
+        assert!(router.is_hidden("admin-reset", &token("bob")));
+        assert!(!router.is_hidden("admin-other", &token("bob")));
+        assert!(router.is_hidden("admin-other", &token("carol")));
     }
 
     #[test]
