@@ -86,7 +86,7 @@ impl Restriction {
         }
         if let Some(principals) = &self.principals {
             let principal = who.principal();
-            if !principals.iter().any(|p| *p == principal) {
+            if !principals.contains(&principal) {
                 return false;
             }
         }
