@@ -37,15 +37,23 @@ fn fixture() -> String {
 /// A project in front of the scripted upstream (which lists `t`, `admin-reset`, `deploy` and
 /// `echo_args`, and logs every request to `upstream.log`), audited to `audit.log`.
 fn project(home: &Home, name: &str, restricted: &str) -> (PathBuf, PathBuf) {
-    let upstream_log = home.path.join("upstream.log");
     let audit_log = home.path.join("audit.log");
+    let model = format!(
+        "proxyModel: audit\n  config:\n    audit: {{path: '{}', keyEnv: {KEY_VAR}}}",
+        audit_log.display()
+    );
+    (project_with(home, name, &model, restricted), audit_log)
+}
+
+/// [`project`] running `model` (its `proxyModel` and `config` lines); the upstream's log.
+fn project_with(home: &Home, name: &str, model: &str, restricted: &str) -> PathBuf {
+    let upstream_log = home.path.join("upstream.log");
     home.apply(&format!(
-        "kind: Server\nmetadata: {{name: scripted}}\nspec:\n  command: python3\n  args: [-u, '{}']\n  env:\n    SCRIPTED_TOOLS: admin-reset,deploy,echo_args\n    SCRIPTED_LOG: '{}'\n---\nkind: Project\nmetadata: {{name: {name}}}\nspec:\n  servers: [scripted]\n  proxyModel: audit\n  config:\n    audit: {{path: '{}', keyEnv: {KEY_VAR}}}\n  routes:\n    hidden: [t]\n    restricted:\n{restricted}",
+        "kind: Server\nmetadata: {{name: scripted}}\nspec:\n  command: python3\n  args: [-u, '{}']\n  env:\n    SCRIPTED_TOOLS: admin-reset,deploy,echo_args\n    SCRIPTED_LOG: '{}'\n---\nkind: Project\nmetadata: {{name: {name}}}\nspec:\n  servers: [scripted]\n  {model}\n  routes:\n    hidden: [t]\n    restricted:\n{restricted}",
         fixture(),
         upstream_log.display(),
-        audit_log.display(),
     ));
-    (upstream_log, audit_log)
+    upstream_log
 }
 
 /// The audit log's `tools/call` records: (principal, target, outcome).
@@ -395,6 +403,84 @@ fn restricted_tools_on_stdio_follow_the_local_principal() {
         outcomes,
         ["ok", "rejected", "rejected", "rejected", "rejected"]
     );
+}
+
+#[test]
+fn code_mode_sees_and_reaches_only_what_the_caller_may() {
+    let home = Home::new();
+    let me = mcp_middleware::Identity::local_user().principal();
+    let upstream_log = project_with(
+        &home,
+        "coded",
+        "proxyModel: codemode",
+        &format!(
+            "      - names: [admin-reset]\n        principals: [\"local:someone-else\"]\n      - names: [deploy]\n        principals: [\"{me}\"]\n"
+        ),
+    );
+    let mut proxy = RawProxy::start(&home, "coded");
+    let init = proxy.request(
+        0,
+        "initialize",
+        r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}"#,
+    );
+    assert!(init["result"].is_object(), "{init}");
+    proxy.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let call = |proxy: &mut RawProxy, id: u64, tool: &str, args: Value| {
+        let params = json!({"name": tool, "arguments": args}).to_string();
+        let answer = proxy.request(id, "tools/call", &params);
+        assert!(answer["result"].is_object(), "{tool}: {answer}");
+        answer["result"].clone()
+    };
+    let overview = call(&mut proxy, 1, "overview", json!({}));
+    let namespace = &overview["structuredContent"]["namespaces"][0];
+    let ns = namespace["namespace"]
+        .as_str()
+        .expect("a namespace")
+        .to_owned();
+    // echo_args and deploy: `t` is hidden, `admin-reset` restricted to someone else.
+    assert_eq!(namespace["toolCount"], 2, "{overview}");
+    assert!(!overview.to_string().contains("admin-reset"), "{overview}");
+    let searched = call(
+        &mut proxy,
+        2,
+        "search_tools",
+        json!({"query": "admin reset"}),
+    );
+    assert!(!searched.to_string().contains("admin-reset"), "{searched}");
+    let searched = call(&mut proxy, 3, "search_tools", json!({"query": "deploy"}));
+    assert_eq!(
+        searched["structuredContent"]["results"][0]["tool"],
+        "deploy"
+    );
+    let inspected = call(
+        &mut proxy,
+        4,
+        "inspect",
+        json!({"names": [format!("{ns}[\"admin-reset\"]"), format!("{ns}.deploy")]}),
+    );
+    let tools: Vec<&Value> = inspected["structuredContent"]["tools"]
+        .as_array()
+        .expect("inspected tools")
+        .iter()
+        .map(|t| &t["tool"])
+        .collect();
+    assert_eq!(tools, [&json!("deploy")], "{inspected}");
+    let refused = call(
+        &mut proxy,
+        5,
+        "execute",
+        json!({"code": format!("return await {ns}[\"admin-reset\"]({{}});")}),
+    );
+    assert_eq!(refused["isError"], true, "{refused}");
+    let deployed = call(
+        &mut proxy,
+        6,
+        "execute",
+        json!({"code": format!("return await {ns}.deploy({{}});")}),
+    );
+    assert!(deployed.to_string().contains("called deploy"), "{deployed}");
+    proxy.finish();
+    assert_eq!(upstream_calls(&upstream_log), 1, "only deploy reached it");
 }
 
 #[test]
