@@ -142,7 +142,7 @@ impl Below<'_> {
             .scope()
             .chain
             .router()
-            .map(|router| router.decide("tools/call", params));
+            .map(|router| router.decide("tools/call", params, self.ctx.identity()));
         let (route, canonical) = match decision {
             Some(decision) => (decision.route, decision.params),
             None => (Route::Chain, None),
@@ -178,7 +178,12 @@ impl Below<'_> {
         let mut listed =
             dispatch::run_steps::<hooks::ToolsList>(steps, self.ctx, raw.as_deref()).await?;
         if let Some(router) = self.ctx.scope().chain.router() {
-            listed = router.finish_listing("tools/list", listed, self.ctx.take_listed())?;
+            listed = router.finish_listing(
+                "tools/list",
+                listed,
+                self.ctx.take_listed(),
+                self.ctx.identity(),
+            )?;
         }
         from_result("tools/list", &listed)
     }

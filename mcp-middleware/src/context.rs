@@ -209,6 +209,59 @@ impl Identity {
     }
 }
 
+impl Identity {
+    /// Why `text` can be no identity's [`principal`](Identity::principal), or `None` when it is
+    /// well formed: a known kind with its number of parts, each part percent-encoded as
+    /// `principal` writes it. For configurations, so that `jwt:https://idp:alice` (unencoded)
+    /// is refused where it is written instead of never matching anyone.
+    ///
+    /// ```
+    /// use mcp_middleware::Identity;
+    ///
+    /// assert!(Identity::principal_syntax_error("token:alice").is_none());
+    /// assert!(Identity::principal_syntax_error("jwt:https%3A%2F%2Fidp:alice").is_none());
+    /// assert!(Identity::principal_syntax_error("jwt:https://idp:alice").is_some());
+    /// assert!(Identity::principal_syntax_error("user:alice").is_some());
+    /// ```
+    pub fn principal_syntax_error(text: &str) -> Option<String> {
+        let mut parts = text.split(':');
+        let kind = parts.next().unwrap_or_default();
+        let parts: Vec<&str> = parts.collect();
+        let counts: &[usize] = match kind {
+            "anonymous" => &[0],
+            "local" | "token" => &[1],
+            "jwt" => &[1, 2],
+            "certificate" => &[2],
+            _ => {
+                return Some(format!(
+                    "`{text}` is not a principal: it must start with `local:`, `token:`, `jwt:`, \
+                     `certificate:` or be `anonymous`"
+                ));
+            }
+        };
+        if !counts.contains(&parts.len()) {
+            return Some(format!(
+                "`{text}` is not a `{kind}` principal: it has {} part(s) after the kind, and \
+                 each part's `:` must be written `%3A`",
+                parts.len()
+            ));
+        }
+        for part in parts {
+            let decoded = percent_encoding::percent_decode_str(part).decode_utf8_lossy();
+            let canonical: String =
+                percent_encoding::utf8_percent_encode(&decoded, PRINCIPAL_PART).collect();
+            if canonical != part {
+                return Some(format!(
+                    "`{text}` is not a principal as the proxy writes it: part `{part}` must be \
+                     written `{canonical}` (every character but `A-Z a-z 0-9 - . _ ~` \
+                     percent-encoded, upper-case hex)"
+                ));
+            }
+        }
+        None
+    }
+}
+
 /// What a principal's parts encode: everything but RFC 3986's unreserved characters.
 const PRINCIPAL_PART: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
     .remove(b'-')
@@ -493,12 +546,14 @@ impl Context {
             return self.send_upstream(method, params).await;
         };
         // What was checked is what is sent: the canonical serialisation of the params.
-        let params = router.check(method, params.as_deref())?.or(params);
+        let params = router
+            .check(method, params.as_deref(), self.identity())?
+            .or(params);
         let raw = self.send_upstream(method, params).await?;
         if !router.is_listing(method) {
             return Ok(raw);
         }
-        let (raw, listed) = router.filter_upstream_listing(method, raw)?;
+        let (raw, listed) = router.filter_upstream_listing(method, raw, self.identity())?;
         if let Some(listed) = listed {
             match self.request.listed.lock() {
                 Ok(mut slot) => *slot = Some(listed),

@@ -372,12 +372,13 @@ fn server_texts(spec: &ServerSpec) -> Vec<&str> {
     }
 }
 
-/// A project's routing paths (SPEC P7) for the library: hidden and pass-through names or globs
-/// of tools, prompts and resource URIs.
+/// A project's routing paths (SPEC P7) for the library: hidden, pass-through and restricted
+/// names or globs of tools, prompts and resource URIs.
 fn routes(stored: &mcpctl::store::Routes) -> Routes {
     Routes {
         hidden: stored.hidden.iter().map(Pattern::new).collect(),
         pass_through: stored.pass_through.iter().map(Pattern::new).collect(),
+        restricted: stored.restricted.clone(),
     }
 }
 

@@ -227,6 +227,9 @@ pub(crate) fn describe_project(args: &DescribeArgs) -> anyhow::Result<()> {
             "  passThrough:  {}",
             or_dash(spec.routes.pass_through.join(", "))
         )?;
+        for entry in &spec.routes.restricted {
+            writeln!(out, "  restricted:   {}", restriction(entry))?;
+        }
     }
     if let Some(listen) = &spec.listen {
         writeln!(out, "Listen:              {listen}")?;
@@ -396,6 +399,23 @@ fn quote_all(args: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// One `routes.restricted` entry on a line: its names, then who may see them.
+fn restriction(entry: &mcp_middleware::routing::Restriction) -> String {
+    let names: Vec<&str> = entry.names.iter().map(|n| n.as_str()).collect();
+    let mut who = Vec::new();
+    if let Some(scopes) = &entry.scopes {
+        who.push(format!("scopes {}", scopes.join(" | ")));
+    }
+    if let Some(principals) = &entry.principals {
+        who.push(format!("principals {}", principals.join(" | ")));
+    }
+    if let Some(claims) = &entry.claims {
+        let claims: Vec<String> = claims.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        who.push(format!("claims {}", claims.join(" & ")));
+    }
+    format!("{} only for {}", names.join(", "), who.join(" and "))
 }
 
 pub(crate) fn or_dash(text: String) -> String {

@@ -56,6 +56,14 @@
 //! unambiguously (or whose entries member is not an array) is not passed on: the client gets
 //! `-32603` saying the listing was withheld.
 //!
+//! **Restricted** names ([`Restriction`]) are hidden, exactly as above, from every caller an
+//! entry does not admit, and from no one else: the router decides per caller, on the
+//! session's [`Identity`] (the client's for its requests, the same for a hook's own upstream
+//! calls and code mode's inner calls). A name several entries restrict is visible only to a
+//! caller all of them admit; `hidden` wins over `restricted`. The refusal is worded as for a
+//! hidden name, and any restriction makes listings strict (withheld when unreadable) and
+//! their 2026-07-28 results `cacheScope: "private"`, since what they list depends on who asks.
+//!
 //! **Pass-through** names are compared exactly as written. A request for one takes the raw
 //! forwarding path, as if no model were loaded (observers still see it). Its `tools/list` entry
 //! is the upstream's: when a model changes, drops or invents an entry of that name, the final
@@ -75,12 +83,16 @@ use rmcp::model::{ErrorCode, ErrorData};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::context::Identity;
 use crate::jsonrpc;
 use crate::pattern::Pattern;
 use crate::upstream::Upstream;
 
+mod restrict;
 mod strict;
 mod uri;
+
+pub use restrict::{Restriction, scopes_of};
 
 /// The routing paths of a proxy: names (or globs) of tools, prompts and resource URIs that are
 /// hidden, and those that pass through past the models.
@@ -103,6 +115,9 @@ pub struct Routes {
     /// What goes straight to the server, past every model but observers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pass_through: Vec<Pattern>,
+    /// What only some callers see and call: to everyone else it is hidden.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restricted: Vec<Restriction>,
 }
 
 impl Routes {
@@ -123,9 +138,15 @@ impl Routes {
         self
     }
 
+    /// Restricts what `restriction` names to the callers it admits.
+    pub fn restrict(mut self, restriction: Restriction) -> Self {
+        self.restricted.push(restriction);
+        self
+    }
+
     /// Whether no route is set.
     pub fn is_empty(&self) -> bool {
-        self.hidden.is_empty() && self.pass_through.is_empty()
+        self.hidden.is_empty() && self.pass_through.is_empty() && self.restricted.is_empty()
     }
 }
 
@@ -148,6 +169,8 @@ pub(crate) enum Route {
 /// normalised-URI forms added), the upstream's namespaces known.
 pub(crate) struct Router {
     hidden: Vec<Pattern>,
+    /// Each restriction with its names compiled as hidden patterns are.
+    restricted: Vec<(Vec<Pattern>, Restriction)>,
     pass_through: Vec<Pattern>,
     /// For several servers: their names (lower-cased) and the separator.
     namespaces: Option<(Vec<String>, String)>,
@@ -157,6 +180,7 @@ impl fmt::Debug for Router {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Router")
             .field("hidden", &self.hidden)
+            .field("restricted", &self.restricted)
             .field("pass_through", &self.pass_through)
             .finish_non_exhaustive()
     }
@@ -277,41 +301,44 @@ impl Router {
             )),
             _ => None,
         };
-        let mut hidden = Vec::new();
-        for pattern in &routes.hidden {
-            let lower = pattern.as_str().to_lowercase();
-            // A template hides every URI it expands to; a URI pattern matches in its
-            // normalised form too.
-            let extra = [
-                uri::template_glob(&lower),
-                uri::normalized_if_uri(pattern.as_str()).map(|n| n.to_lowercase()),
-            ];
-            hidden.push(Pattern::new(lower));
-            for extra in extra.into_iter().flatten() {
-                if !hidden.iter().any(|p: &Pattern| p.as_str() == extra) {
-                    hidden.push(Pattern::new(extra));
-                }
-            }
-        }
+        let restricted = routes
+            .restricted
+            .iter()
+            .map(|rule| (compile(&rule.names), rule.clone()))
+            .collect();
         Some(Self {
-            hidden,
+            hidden: compile(&routes.hidden),
+            restricted,
             pass_through: routes.pass_through.clone(),
             namespaces,
         })
     }
 
-    /// Whether listings must be filtered.
+    /// Whether listings must be filtered (for some caller).
     fn hides(&self) -> bool {
-        !self.hidden.is_empty()
+        !self.hidden.is_empty() || !self.restricted.is_empty()
     }
 
-    /// Whether `name` (a tool or prompt name, or a URI) is hidden, under any spelling.
-    fn is_hidden(&self, name: &str) -> bool {
-        if self.hidden.is_empty() {
+    /// Whether `name` (a tool or prompt name, or a URI) is hidden from `who`, under any
+    /// spelling: hidden for everyone, or restricted to callers `who` is not.
+    fn is_hidden(&self, name: &str, who: &Identity) -> bool {
+        if !self.hides() {
+            return false;
+        }
+        let denied: Vec<&Pattern> = self
+            .restricted
+            .iter()
+            .filter(|(_, rule)| !rule.admits(who))
+            .flat_map(|(patterns, _)| patterns)
+            .collect();
+        if self.hidden.is_empty() && denied.is_empty() {
             return false;
         }
         let name = normalize(name);
-        let hidden = |candidate: &str| self.hidden.iter().any(|p| p.matches(candidate));
+        let hidden = |candidate: &str| {
+            self.hidden.iter().any(|p| p.matches(candidate))
+                || denied.iter().any(|p| p.matches(candidate))
+        };
         if hidden(&name) {
             return true;
         }
@@ -331,20 +358,21 @@ impl Router {
 
     /// Whether the resource `uri` (or URI template) is hidden: as written, or in its RFC 3986
     /// normalised form.
-    fn is_hidden_uri(&self, uri: &str) -> bool {
-        self.is_hidden(uri) || uri::normalized_if_uri(uri).is_some_and(|n| self.is_hidden(&n))
+    fn is_hidden_uri(&self, uri: &str, who: &Identity) -> bool {
+        self.is_hidden(uri, who)
+            || uri::normalized_if_uri(uri).is_some_and(|n| self.is_hidden(&n, who))
     }
 
-    fn is_hidden_as(&self, name: &str, kind: Kind) -> bool {
+    fn is_hidden_as(&self, name: &str, kind: Kind, who: &Identity) -> bool {
         match kind {
-            Kind::Resource => self.is_hidden_uri(name),
-            Kind::Tool | Kind::Prompt => self.is_hidden(name),
+            Kind::Resource => self.is_hidden_uri(name, who),
+            Kind::Tool | Kind::Prompt => self.is_hidden(name, who),
         }
     }
 
-    /// Whether `name` passes through (and is not hidden).
-    fn passes_through(&self, name: &str) -> bool {
-        if self.pass_through.is_empty() || self.is_hidden(name) {
+    /// Whether `name` passes through (and is not hidden from `who`).
+    fn passes_through(&self, name: &str, who: &Identity) -> bool {
+        if self.pass_through.is_empty() || self.is_hidden(name, who) {
             return false;
         }
         self.pass_through.iter().any(|p| p.matches(name))
@@ -365,8 +393,9 @@ impl Router {
             })
     }
 
-    /// How the session handles a client request for `method`, and what it forwards.
-    pub(crate) fn decide(&self, method: &str, params: Option<&str>) -> Decision {
+    /// How the session handles a client request for `method` from `who`, and what it
+    /// forwards.
+    pub(crate) fn decide(&self, method: &str, params: Option<&str>, who: &Identity) -> Decision {
         if listing(method).is_some() {
             return Decision {
                 route: if self.hides() {
@@ -389,11 +418,11 @@ impl Router {
                 };
             }
         };
-        let route = if let Some(error) = self.refusal(method, &read.names) {
+        let route = if let Some(error) = self.refusal(method, &read.names, who) {
             Route::Refused(error)
         } else if may_pass_through(method)
             && !read.names.is_empty()
-            && read.names.iter().all(|n| self.passes_through(&n.text))
+            && read.names.iter().all(|n| self.passes_through(&n.text, who))
         {
             Route::PassThrough
         } else {
@@ -412,19 +441,23 @@ impl Router {
         &self,
         method: &str,
         params: Option<&str>,
+        who: &Identity,
     ) -> Result<Option<String>, ErrorData> {
         let Some(text) = params.filter(|_| covers(method)) else {
             return Ok(None);
         };
         let read = self.read(method, text)?;
-        match self.refusal(method, &read.names) {
+        match self.refusal(method, &read.names, who) {
             Some(error) => Err(error),
             None => Ok(Some(read.canonical)),
         }
     }
 
-    fn refusal(&self, method: &str, names: &[Named]) -> Option<ErrorData> {
-        let named = names.iter().find(|n| self.is_hidden_as(&n.text, n.kind))?;
+    /// The same refusal for hidden and restricted names, so a caller cannot tell which.
+    fn refusal(&self, method: &str, names: &[Named], who: &Identity) -> Option<ErrorData> {
+        let named = names
+            .iter()
+            .find(|n| self.is_hidden_as(&n.text, n.kind, who))?;
         Some(invalid_params(format!(
             "unknown {} `{}`: it is hidden by this proxy's routes (`{method}` was not sent to the server)",
             named.kind.noun(),
@@ -548,7 +581,7 @@ impl Router {
 
     /// Whether an upstream's `notifications/resources/updated` must not reach the client: it
     /// is about a hidden resource, or it cannot be read unambiguously.
-    pub(crate) fn hides_update(&self, params: Option<&str>) -> bool {
+    pub(crate) fn hides_update(&self, params: Option<&str>, who: &Identity) -> bool {
         if !self.hides() {
             return false;
         }
@@ -557,7 +590,7 @@ impl Router {
         };
         match strict::parse(text) {
             Ok(Value::Object(params)) => match params.get("uri") {
-                Some(Value::String(uri)) => self.is_hidden_uri(uri),
+                Some(Value::String(uri)) => self.is_hidden_uri(uri, who),
                 None => false,
                 Some(_) => true,
             },
@@ -572,11 +605,11 @@ impl Router {
     }
 
     /// Whether a listing's `entry` is hidden (its name compared as `key` calls for).
-    fn entry_hidden(&self, entry: &Value, key: &str) -> bool {
+    fn entry_hidden(&self, entry: &Value, key: &str, who: &Identity) -> bool {
         let name = name_of(entry, key);
         match key {
-            "uri" | "uriTemplate" => self.is_hidden_uri(name),
-            _ => self.is_hidden(name),
+            "uri" | "uriTemplate" => self.is_hidden_uri(name, who),
+            _ => self.is_hidden(name, who),
         }
     }
 
@@ -620,6 +653,7 @@ impl Router {
         &self,
         method: &str,
         raw: String,
+        who: &Identity,
     ) -> Result<(String, Option<Vec<Value>>), ErrorData> {
         let Some((member, key)) = listing(method) else {
             return Ok((raw, None));
@@ -631,13 +665,13 @@ impl Router {
             return Ok((raw, None));
         };
         let before = entries.len();
-        entries.retain(|entry| !self.entry_hidden(entry, key));
+        entries.retain(|entry| !self.entry_hidden(entry, key, who));
         let kept: Vec<Value> = if self.pass_through.is_empty() {
             Vec::new()
         } else {
             entries
                 .iter()
-                .filter(|entry| self.passes_through(name_of(entry, key)))
+                .filter(|entry| self.passes_through(name_of(entry, key), who))
                 .cloned()
                 .collect()
         };
@@ -657,6 +691,7 @@ impl Router {
         method: &str,
         raw: String,
         upstream: Option<Vec<Value>>,
+        who: &Identity,
     ) -> Result<String, ErrorData> {
         let Some((member, key)) = listing(method) else {
             return Ok(raw);
@@ -672,13 +707,13 @@ impl Router {
             upstream.map(|entries| entries.into_iter().map(Some).collect::<Vec<_>>());
         let mut out = Vec::with_capacity(entries.len());
         for entry in entries.drain(..) {
-            if self.entry_hidden(&entry, key) {
+            if self.entry_hidden(&entry, key, who) {
                 changed = true;
                 continue;
             }
             let name = name_of(&entry, key);
             let original = match &mut upstream {
-                Some(listed) if self.passes_through(name) => Some(
+                Some(listed) if self.passes_through(name, who) => Some(
                     listed
                         .iter_mut()
                         .find(|e| e.as_ref().is_some_and(|e| name_of(e, key) == name))
@@ -701,6 +736,15 @@ impl Router {
             out.push(missing);
         }
         *entries = out;
+        // What a caller is shown depends on who it is: a 2026-07-28 result (it has
+        // `resultType` or cache hints) must not be cached for anyone else.
+        if !self.restricted.is_empty()
+            && (result.contains_key("cacheScope") || result.contains_key("resultType"))
+            && result.get("cacheScope") != Some(&Value::from("private"))
+        {
+            result.insert("cacheScope".into(), "private".into());
+            changed = true;
+        }
         if changed {
             write_listing(method, &result)
         } else {
@@ -733,7 +777,7 @@ pub fn forwarded(
     let Some(router) = Router::new(routes, &upstream) else {
         return Ok(params.map(str::to_owned));
     };
-    let decision = router.decide(method, params);
+    let decision = router.decide(method, params, &Identity::Anonymous);
     match decision.route {
         Route::Refused(error) => Err(error.message.into_owned()),
         _ => Ok(decision.params.or_else(|| params.map(str::to_owned))),
@@ -758,12 +802,33 @@ pub fn listed(routes: &Routes, method: &str, raw: &str) -> Result<String, String
     let Some(router) = Router::new(routes, &upstream) else {
         return Ok(raw.to_owned());
     };
+    let who = Identity::Anonymous;
     let (raw, kept) = router
-        .filter_upstream_listing(method, raw.to_owned())
+        .filter_upstream_listing(method, raw.to_owned(), &who)
         .map_err(|e| e.message.into_owned())?;
     router
-        .finish_listing(method, raw, kept)
+        .finish_listing(method, raw, kept, &who)
         .map_err(|e| e.message.into_owned())
+}
+
+/// Patterns as the router compares them: lower-cased, plus the glob of a URI template (it
+/// hides every URI it expands to) and a URI pattern's normalised form.
+fn compile(patterns: &[Pattern]) -> Vec<Pattern> {
+    let mut compiled = Vec::new();
+    for pattern in patterns {
+        let lower = pattern.as_str().to_lowercase();
+        let extra = [
+            uri::template_glob(&lower),
+            uri::normalized_if_uri(pattern.as_str()).map(|n| n.to_lowercase()),
+        ];
+        compiled.push(Pattern::new(lower));
+        for extra in extra.into_iter().flatten() {
+            if !compiled.iter().any(|p: &Pattern| p.as_str() == extra) {
+                compiled.push(Pattern::new(extra));
+            }
+        }
+    }
+    compiled
 }
 
 fn write_listing(method: &str, result: &Map<String, Value>) -> Result<String, ErrorData> {
@@ -827,6 +892,8 @@ mod tests {
     use crate::upstream::{ServerSet, StdioServer};
     use serde_json::json;
 
+    const ANON: Identity = Identity::Anonymous;
+
     fn single(routes: Routes) -> Router {
         Router::new(&routes, &Upstream::Stdio(StdioServer::new("x"))).unwrap()
     }
@@ -839,7 +906,7 @@ mod tests {
     }
 
     fn route(router: &Router, method: &str, params: Option<&str>) -> Route {
-        router.decide(method, params).route
+        router.decide(method, params, &ANON).route
     }
 
     #[test]
@@ -859,32 +926,32 @@ mod tests {
             "reset",
             "RESET\t",
         ] {
-            assert!(router.is_hidden(name), "{name:?}");
+            assert!(router.is_hidden(name, &ANON), "{name:?}");
         }
         for name in ["admin", "xadmin-x", "resets", "re set"] {
-            assert!(!router.is_hidden(name), "{name:?}");
+            assert!(!router.is_hidden(name, &ANON), "{name:?}");
         }
     }
 
     #[test]
     fn namespaced_names_match_by_their_server_name_too() {
         let router = set(Routes::new().hide("delete_*").pass_through("echo"));
-        assert!(router.is_hidden("github__delete_repo"));
-        assert!(router.is_hidden("GitHub__Delete_Repo"));
-        assert!(router.is_hidden("files__ delete_file"));
-        assert!(!router.is_hidden("github__list"));
-        assert!(router.passes_through("files__echo"));
-        assert!(router.passes_through("echo"));
+        assert!(router.is_hidden("github__delete_repo", &ANON));
+        assert!(router.is_hidden("GitHub__Delete_Repo", &ANON));
+        assert!(router.is_hidden("files__ delete_file", &ANON));
+        assert!(!router.is_hidden("github__list", &ANON));
+        assert!(router.passes_through("files__echo", &ANON));
+        assert!(router.passes_through("echo", &ANON));
         let exact = set(Routes::new().hide("github__*"));
-        assert!(exact.is_hidden("github__anything"));
-        assert!(!exact.is_hidden("files__anything"));
+        assert!(exact.is_hidden("github__anything", &ANON));
+        assert!(!exact.is_hidden("files__anything", &ANON));
     }
 
     #[test]
     fn hidden_beats_pass_through() {
         let router = single(Routes::new().hide("echo").pass_through("e*"));
-        assert!(!router.passes_through("echo"));
-        assert!(router.passes_through("else"));
+        assert!(!router.passes_through("echo", &ANON));
+        assert!(router.passes_through("else", &ANON));
         let call = |name: &str| json!({"name": name}).to_string();
         assert!(matches!(
             route(&router, "tools/call", Some(&call("echo"))),
@@ -958,7 +1025,7 @@ mod tests {
         ], "x-extra": 1})
         .to_string();
         let (filtered, kept) = router
-            .filter_upstream_listing("tools/list", upstream)
+            .filter_upstream_listing("tools/list", upstream, &ANON)
             .unwrap();
         let filtered: Value = serde_json::from_str(&filtered).unwrap();
         assert_eq!(filtered["tools"].as_array().unwrap().len(), 2);
@@ -970,7 +1037,7 @@ mod tests {
         .to_string();
         let last: Value = serde_json::from_str(
             &router
-                .finish_listing("tools/list", from_models, kept.clone())
+                .finish_listing("tools/list", from_models, kept.clone(), &ANON)
                 .unwrap(),
         )
         .unwrap();
@@ -980,15 +1047,18 @@ mod tests {
         );
         // A model dropped echo: it comes back at the end.
         let dropped = json!({"tools": [{"name": "t"}]}).to_string();
-        let last: Value =
-            serde_json::from_str(&router.finish_listing("tools/list", dropped, kept).unwrap())
-                .unwrap();
+        let last: Value = serde_json::from_str(
+            &router
+                .finish_listing("tools/list", dropped, kept, &ANON)
+                .unwrap(),
+        )
+        .unwrap();
         assert_eq!(last["tools"][1]["name"], "echo");
         // Nothing to change: the bytes stay as they were.
         let untouched = r#"{"tools" : [ {"name":"t"} ]}"#.to_owned();
         assert_eq!(
             router
-                .finish_listing("tools/list", untouched.clone(), Some(Vec::new()))
+                .finish_listing("tools/list", untouched.clone(), Some(Vec::new()), &ANON)
                 .unwrap(),
             untouched
         );
@@ -1037,6 +1107,7 @@ mod tests {
         let decision = router.decide(
             "tools/call",
             Some(r#"{ "name" : "\u0065cho", "arguments": {"n": 1.50} }"#),
+            &ANON,
         );
         assert!(matches!(decision.route, Route::Chain));
         assert_eq!(
@@ -1086,17 +1157,18 @@ mod tests {
             );
         }
         let other = json!({"uri": "demo://resource/static/x/../document/other.md"}).to_string();
-        let decision = router.decide("resources/read", Some(&other));
+        let decision = router.decide("resources/read", Some(&other), &ANON);
         assert!(matches!(decision.route, Route::Chain));
         assert_eq!(
             decision.params.as_deref(),
             Some(r#"{"uri":"demo://resource/static/document/other.md"}"#)
         );
-        assert!(router.hides_update(Some(r#"{"uri":"demo://resource/dynamic/text/3"}"#)));
-        assert!(router.hides_update(Some(r#"{"uri":"x","uri":"y"}"#)));
-        assert!(!router.hides_update(Some(
-            r#"{"uri":"demo://resource/static/document/other.md"}"#
-        )));
+        assert!(router.hides_update(Some(r#"{"uri":"demo://resource/dynamic/text/3"}"#), &ANON));
+        assert!(router.hides_update(Some(r#"{"uri":"x","uri":"y"}"#), &ANON));
+        assert!(!router.hides_update(
+            Some(r#"{"uri":"demo://resource/static/document/other.md"}"#),
+            &ANON
+        ));
     }
 
     #[test]
@@ -1116,13 +1188,13 @@ mod tests {
             r#"{"tools":["#,
         ] {
             let err = router
-                .filter_upstream_listing("tools/list", raw.to_owned())
+                .filter_upstream_listing("tools/list", raw.to_owned(), &ANON)
                 .unwrap_err();
             assert_eq!(err.code.0, -32603, "{raw}");
             assert!(err.message.contains("withheld"), "{}", err.message);
             assert!(
                 router
-                    .finish_listing("tools/list", raw.to_owned(), None)
+                    .finish_listing("tools/list", raw.to_owned(), None, &ANON)
                     .is_err()
             );
         }
@@ -1133,7 +1205,7 @@ mod tests {
         ]})
         .to_string();
         let (out, _) = router
-            .filter_upstream_listing("resources/list", resources)
+            .filter_upstream_listing("resources/list", resources, &ANON)
             .unwrap();
         assert_eq!(
             out,
@@ -1145,11 +1217,117 @@ mod tests {
         ]})
         .to_string();
         let (out, _) = router
-            .filter_upstream_listing("resources/templates/list", templates)
+            .filter_upstream_listing("resources/templates/list", templates, &ANON)
             .unwrap();
         assert_eq!(
             out,
             r#"{"resourceTemplates":[{"uriTemplate":"demo://resource/dynamic/blob/{id}"}]}"#
+        );
+    }
+
+    fn token(subject: &str) -> Identity {
+        Identity::Token {
+            subject: subject.to_owned(),
+        }
+    }
+
+    #[test]
+    fn restricted_is_hidden_from_callers_it_does_not_admit() {
+        let router = single(
+            Routes::new()
+                .hide("secret")
+                .restrict(Restriction::new("Admin-*").principal("token:alice"))
+                .restrict(Restriction::new("secret").principal("token:alice"))
+                .restrict(Restriction::new("file:///ops/{name}").principal("token:alice")),
+        );
+        let (alice, bob) = (token("alice"), token("bob"));
+        for name in ["admin-reset", " ADMIN-reset\n", "\u{200B}admin-x"] {
+            assert!(!router.is_hidden(name, &alice), "{name:?}");
+            assert!(router.is_hidden(name, &bob), "{name:?}");
+            assert!(router.is_hidden(name, &ANON), "{name:?}");
+        }
+        // Hidden wins over restricted.
+        assert!(router.is_hidden("secret", &alice));
+        assert!(!router.is_hidden("echo", &bob));
+        assert!(!router.is_hidden_uri("file:///ops/a", &alice));
+        assert!(router.is_hidden_uri("file:///ops/a", &bob));
+        assert!(router.is_hidden_uri("FILE:///x/../ops/a", &bob));
+        let call = json!({"name": "ADMIN-reset "}).to_string();
+        assert!(matches!(
+            router.decide("tools/call", Some(&call), &alice).route,
+            Route::Chain
+        ));
+        let Route::Refused(error) = router.decide("tools/call", Some(&call), &bob).route else {
+            panic!("bob was not refused");
+        };
+        let hidden = router
+            .check("tools/call", Some(r#"{"name":"secret"}"#), &bob)
+            .unwrap_err();
+        // The same answer as for a hidden name: a caller cannot tell the two apart.
+        assert_eq!(
+            error.message.replace("ADMIN-reset ", "X"),
+            hidden.message.replace("secret", "X")
+        );
+        assert!(router.check("tools/call", Some(&call), &bob).is_err());
+        assert!(router.hides_update(Some(r#"{"uri":"file:///ops/a"}"#), &bob));
+        assert!(!router.hides_update(Some(r#"{"uri":"file:///ops/a"}"#), &alice));
+    }
+
+    #[test]
+    fn every_entry_naming_a_name_must_admit_the_caller() {
+        let router = single(
+            Routes::new()
+                .restrict(
+                    Restriction::new("admin-*")
+                        .principal("token:alice")
+                        .principal("token:bob"),
+                )
+                .restrict(Restriction::new("admin-reset").principal("token:alice")),
+        );
+        assert!(!router.is_hidden("admin-reset", &token("alice")));
+        assert!(router.is_hidden("admin-reset", &token("bob")));
+        assert!(!router.is_hidden("admin-other", &token("bob")));
+        assert!(router.is_hidden("admin-other", &token("carol")));
+    }
+
+    #[test]
+    fn restricted_listings_differ_per_caller_and_are_private() {
+        let router = single(
+            Routes::new()
+                .restrict(Restriction::new("admin-*").principal("token:alice"))
+                .pass_through("admin-reset"),
+        );
+        let upstream = r#"{"tools":[{"name":"echo"},{"name":"Admin-Reset"}]}"#;
+        for (who, count) in [(token("alice"), 2), (token("bob"), 1)] {
+            let (raw, kept) = router
+                .filter_upstream_listing("tools/list", upstream.to_owned(), &who)
+                .unwrap();
+            let out: Value = serde_json::from_str(
+                &router
+                    .finish_listing("tools/list", raw, kept, &who)
+                    .unwrap(),
+            )
+            .unwrap();
+            assert_eq!(out["tools"].as_array().unwrap().len(), count, "{who:?}");
+        }
+        // A 2026-07-28 result is marked private, whatever the upstream said.
+        let public = r#"{"resultType":"complete","ttlMs":60000,"cacheScope":"public","tools":[]}"#;
+        let out: Value = serde_json::from_str(
+            &router
+                .finish_listing("tools/list", public.to_owned(), None, &token("bob"))
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(out["cacheScope"], "private");
+        // An unreadable listing is withheld, as with hidden names.
+        assert!(
+            router
+                .filter_upstream_listing(
+                    "tools/list",
+                    r#"{"tools":{}}"#.to_owned(),
+                    &token("alice")
+                )
+                .is_err()
         );
     }
 }

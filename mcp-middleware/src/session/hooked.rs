@@ -223,9 +223,12 @@ impl Session {
             // Routes: what the models made of a listing loses hidden entries and gets the
             // upstream's pass-through entries back.
             let outcome = match (listing, chain.router(), outcome) {
-                (Some(method), Some(router), Ok(result)) => {
-                    router.finish_listing(&method, result, task_ctx.take_listed())
-                }
+                (Some(method), Some(router), Ok(result)) => router.finish_listing(
+                    &method,
+                    result,
+                    task_ctx.take_listed(),
+                    task_ctx.identity(),
+                ),
                 (_, _, outcome) => outcome,
             };
             let _ = calls.send(LoopCall::Finished { call, outcome });

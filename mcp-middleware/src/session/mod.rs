@@ -524,7 +524,11 @@ impl Session {
             return;
         }
         // Routing paths (SPEC P7, S1): only when some are configured is anything parsed here.
-        let Some(decision) = self.chain.router().map(|r| r.decide(method, params)) else {
+        let Some(decision) = self
+            .chain
+            .router()
+            .map(|r| r.decide(method, params, &self.scope.identity))
+        else {
             self.forward_client_request(line, id, method, params, Route::Chain);
             return;
         };
@@ -985,7 +989,7 @@ impl Session {
             && self
                 .chain
                 .router()
-                .is_some_and(|router| router.hides_update(params))
+                .is_some_and(|router| router.hides_update(params, &self.scope.identity))
         {
             tracing::debug!("an update for a hidden resource was dropped");
             return;

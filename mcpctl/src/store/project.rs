@@ -14,6 +14,10 @@
 //!   routes:                        # routing paths (SPEC P7): names or globs of tools,
 //!     hidden: ["admin-*"]          #   prompts and resource URIs
 //!     passThrough: [echo]
+//!     restricted:                  #   only callers matching an entry see these:
+//!       - names: ["deploy-*"]      #   one of the scopes, one of the principals,
+//!         scopes: [tools:deploy]   #   every claim (each given condition must hold)
+//!         principals: ["token:alice"]
 //!   listen: 127.0.0.1:8080         # where `mcpctl serve` listens
 //!   auth:                          # how `mcpctl serve` identifies clients (see [`super::auth`])
 //!     jwt: { issuer: "https://login.example.com" }
@@ -24,6 +28,8 @@
 
 use std::collections::BTreeMap;
 
+use mcp_middleware::Identity;
+use mcp_middleware::routing::Restriction;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
@@ -86,12 +92,66 @@ pub struct Routes {
     /// Names or globs that go straight to the server, past every model but observers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pass_through: Vec<String>,
+    /// Names or globs only the callers an entry admits see and call; hidden from the rest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restricted: Vec<Restriction>,
 }
 
 impl Routes {
     /// Whether no route is set.
     pub fn is_empty(&self) -> bool {
-        self.hidden.is_empty() && self.pass_through.is_empty()
+        self.hidden.is_empty() && self.pass_through.is_empty() && self.restricted.is_empty()
+    }
+
+    /// The first reason the routes cannot be applied, naming the field.
+    fn check(&self) -> Result<(), String> {
+        for (i, entry) in self.restricted.iter().enumerate() {
+            let at = format!("`routes.restricted[{i}]`");
+            if entry.names.is_empty() {
+                return Err(format!(
+                    "{at} has no `names`: list the tools, prompts or resources it restricts"
+                ));
+            }
+            if let Some(empty) = entry.names.iter().find(|n| n.as_str().trim().is_empty()) {
+                return Err(format!(
+                    "{at}.names holds an empty name `{}`",
+                    empty.as_str()
+                ));
+            }
+            if entry.is_unconditional() {
+                return Err(format!(
+                    "{at} sets none of `scopes`, `principals` or `claims`, so it would admit no one: \
+                     use `routes.hidden` to hide from everyone"
+                ));
+            }
+            for (field, list) in [("scopes", &entry.scopes), ("principals", &entry.principals)] {
+                if list.as_ref().is_some_and(Vec::is_empty) {
+                    return Err(format!("{at}.{field} is empty, so it would admit no one"));
+                }
+            }
+            // A scope token has no spaces (RFC 6749 3.3): one with spaces can never be held.
+            if let Some(bad) = entry
+                .scopes
+                .iter()
+                .flatten()
+                .find(|s| s.is_empty() || s.chars().any(char::is_whitespace))
+            {
+                return Err(format!(
+                    "{at}.scopes holds `{bad}`: a scope is one word, not empty"
+                ));
+            }
+            for principal in entry.principals.iter().flatten() {
+                if let Some(why) = Identity::principal_syntax_error(principal) {
+                    return Err(format!("{at}.principals: {why}"));
+                }
+            }
+            if entry.claims.as_ref().is_some_and(|c| c.is_empty()) {
+                return Err(format!(
+                    "{at}.claims is empty: name the claims a caller must have, or leave it out"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -194,6 +254,7 @@ impl TryFrom<RawProjectSpec> for ProjectSpec {
         if let Some(auth) = &raw.auth {
             auth.check()?;
         }
+        raw.routes.check()?;
         Ok(ProjectSpec {
             servers: raw.servers,
             prompts: raw.prompts,
