@@ -54,6 +54,7 @@ pub mod proxy;
 pub mod registry;
 pub mod routing;
 mod session;
+mod strict_json;
 pub mod transport;
 pub mod tutorial;
 mod unknown_fields;

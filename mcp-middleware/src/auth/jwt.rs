@@ -46,7 +46,6 @@ use x509_cert::der::Decode;
 use x509_cert::der::oid::ObjectIdentifier;
 use x509_cert::spki::SubjectPublicKeyInfoRef;
 
-use super::strict_json::StrictValue;
 use super::{AuthError, AuthFailure, IssuerKeys};
 use crate::context::Identity;
 
@@ -391,9 +390,8 @@ fn strip_leading_zeros(bytes: &[u8]) -> &[u8] {
 
 /// `json` as strict JSON (no member name twice), or an error naming `what`.
 fn strict_json(json: &str, what: &str) -> Result<Value, AuthError> {
-    serde_json::from_str::<StrictValue>(json)
-        .map(|v| v.0)
-        .map_err(|err| AuthError::Key(format!("{what} is not JSON: {err}")))
+    crate::strict_json::parse(json)
+        .map_err(|err| AuthError::Key(format!("{what} is not strict JSON: {err}")))
 }
 
 /// Whether a `typ` header names a JWT: `JWT` or `at+jwt` (RFC 9068), case-insensitively, with
@@ -577,7 +575,7 @@ impl JwtVerifier {
                 "its header is not base64url without padding",
             ))
             .and_then(|bytes| {
-                StrictValue::object(&bytes).ok_or(AuthFailure::Malformed(
+                crate::strict_json::object(&bytes).ok_or(AuthFailure::Malformed(
                     "its header is not one JSON object with distinct member names",
                 ))
             })?;
@@ -658,7 +656,7 @@ impl JwtVerifier {
             }
         }
         outcome?;
-        let claims = StrictValue::object(&payload).ok_or(AuthFailure::Malformed(
+        let claims = crate::strict_json::object(&payload).ok_or(AuthFailure::Malformed(
             "its claims are not one JSON object with distinct member names",
         ))?;
         self.check_claims(claims, now)

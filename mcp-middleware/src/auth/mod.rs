@@ -65,7 +65,6 @@
 mod certificate;
 mod issuer;
 mod jwt;
-mod strict_json;
 mod tokens;
 
 use std::path::{Path, PathBuf};

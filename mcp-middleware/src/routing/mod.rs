@@ -89,7 +89,6 @@ use crate::pattern::Pattern;
 use crate::upstream::Upstream;
 
 mod restrict;
-mod strict;
 mod uri;
 
 pub use restrict::{Restriction, scopes_of};
@@ -465,10 +464,10 @@ impl Router {
         )))
     }
 
-    /// Reads the params of a covered request strictly ([`strict::parse`]) and collects the
+    /// Reads the params of a covered request strictly ([`crate::strict_json::parse`]) and collects the
     /// names they hold; resource URIs are normalised in place (when something is hidden).
     fn read(&self, method: &str, text: &str) -> Result<Read, ErrorData> {
-        let value = strict::parse(text).map_err(|err| {
+        let value = crate::strict_json::parse(text).map_err(|err| {
             invalid_params(format!(
                 "the params of `{method}` cannot be read unambiguously ({err}); this proxy's \
                  routes refuse what they cannot check, so it was not sent to the server"
@@ -588,7 +587,7 @@ impl Router {
         let Some(text) = params else {
             return false;
         };
-        match strict::parse(text) {
+        match crate::strict_json::parse(text) {
             Ok(Value::Object(params)) => match params.get("uri") {
                 Some(Value::String(uri)) => self.is_hidden_uri(uri, who),
                 None => false,
@@ -633,7 +632,7 @@ impl Router {
                 None,
             )
         };
-        let result = match strict::parse(raw) {
+        let result = match crate::strict_json::parse(raw) {
             Ok(Value::Object(result)) => result,
             Ok(_) if self.hides() => return Err(withheld("it is not a JSON object".into())),
             Err(err) if self.hides() => return Err(withheld(err.to_string())),

@@ -1,4 +1,6 @@
-//! The one reading of a request's params that routing decides on (SPEC S1).
+//! Strict JSON: the one reading of a text that a security decision is made on (SPEC S1), for
+//! a request's params that routing checks and for a credential's parts (a JWT's header and
+//! claims, a JWK set) that identity checks.
 //!
 //! JSON leaves room for two parsers to read one text differently: a duplicate key (serde_json
 //! keeps the last value, others the first), a lone surrogate escape (`"\ud800"`: Node's
@@ -22,6 +24,20 @@ pub(crate) fn parse(text: &str) -> Result<Value, serde_json::Error> {
     let value = Strict.deserialize(&mut deserializer)?;
     deserializer.end()?;
     Ok(value)
+}
+
+/// [`parse`] for bytes: `None` for anything that is not one strict JSON value (invalid UTF-8
+/// included).
+pub(crate) fn parse_slice(bytes: &[u8]) -> Option<Value> {
+    parse(std::str::from_utf8(bytes).ok()?).ok()
+}
+
+/// [`parse_slice`], for a JSON object.
+pub(crate) fn object(bytes: &[u8]) -> Option<Map<String, Value>> {
+    match parse_slice(bytes)? {
+        Value::Object(map) => Some(map),
+        _ => None,
+    }
 }
 
 /// A [`Value`] read strictly.
@@ -122,6 +138,20 @@ mod tests {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(says), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn credential_parts_with_a_member_twice_are_refused_at_any_depth() {
+        assert!(object(br#"{"alg":"none","alg":"HS256"}"#).is_none());
+        assert!(object(br#"{"a":{"b":1,"b":2}}"#).is_none());
+        assert!(object(br#"{"a":[{"b":1,"b":1}]}"#).is_none());
+        // The same name spelled with an escape is the same name.
+        assert!(object(br#"{"alg":1,"\u0061lg":2}"#).is_none());
+        let fine = object(br#"{"a":{"b":1},"b":[1,2.5,"x",null,true]}"#).unwrap();
+        assert_eq!(fine["b"][1], 2.5);
+        assert!(parse_slice(br#"{"a":"\ud800"}"#).is_none());
+        assert!(parse_slice(b"{\"a\":\xff}").is_none());
+        assert!(object(b"[1]").is_none());
     }
 
     #[test]
