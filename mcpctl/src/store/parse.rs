@@ -22,6 +22,22 @@ pub fn parse_documents(file: &str, text: &str) -> Result<Vec<AnyResource>, Locat
 /// error is every wrong document's, in file order (never empty). A YAML syntax error ends
 /// the reading there, since the documents after it cannot be told apart.
 pub fn parse_every_document(file: &str, text: &str) -> Result<Vec<AnyResource>, Vec<Located>> {
+    // yaml_serde 0.10 panics on some malformed alias structures (found by the `project_yaml`
+    // fuzz target: "unexpected end of mapping"); a bad file must be an error, never a panic.
+    std::panic::catch_unwind(|| read_every_document(file, text)).unwrap_or_else(|_| {
+        Err(vec![Located {
+            file: file.to_owned(),
+            line: None,
+            column: None,
+            field: None,
+            message: "the YAML parser could not read this text (check anchors, aliases and \
+                      indentation)"
+                .to_owned(),
+        }])
+    })
+}
+
+fn read_every_document(file: &str, text: &str) -> Result<Vec<AnyResource>, Vec<Located>> {
     let mut errors = Vec::new();
     let mut kinds = Vec::new();
     for document in yaml_serde::Deserializer::from_str(text) {
@@ -130,6 +146,18 @@ fn located(file: &str, field: Option<String>, err: &yaml_serde::Error) -> Locate
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_text_the_yaml_library_panics_on_is_an_error() {
+        // Found by the project_yaml fuzz target: an alias where yaml_serde expects a scalar.
+        let text = "kind: Server\nmetadata: { name: *everything }\nspec:\nkind: Server\n\
+                    meta  comdmankind: Server\nmetadata: { name: everything }\nspec:\n\
+                    kind: Server\nmeta  comdmandadat";
+        let err = parse_documents("crash.yaml", text).unwrap_err();
+        assert_eq!(err.file, "crash.yaml");
+        assert!(!err.message.is_empty());
+    }
+
     use super::*;
 
     fn err(text: &str) -> Located {
