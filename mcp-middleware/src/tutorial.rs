@@ -79,7 +79,7 @@
 //!         params: CallToolRequestParams,
 //!         next: Next<'_, hooks::PromptGet>,
 //!     ) -> HookResult<GetPromptResult> {
-//!         next.run(ctx, todo!()).await
+//!         next.run(ctx, params).await
 //!     }
 //! }
 //! # fn main() {}
