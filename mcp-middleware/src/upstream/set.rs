@@ -8,16 +8,32 @@
 //!   that fails to start or to initialize is reported (log, status file) and left out; the
 //!   others keep working. A server that dies is started again (and re-initialized) by the next
 //!   request routed to it.
-//! - `tools/list` and `prompts/list` ask every server (following their cursors) and name each
-//!   entry `server{separator}name`; `tools/call`, `prompts/get` and prompt completions are routed
-//!   by that prefix, which is removed on the way. `resources/list` and
-//!   `resources/templates/list` are merged as they are; a resource URI goes back to the server
-//!   that listed it (or, unknown, is tried on each server in turn).
+//! - `tools/list` and `prompts/list` name each entry `server{separator}name`; `tools/call`,
+//!   `prompts/get` and prompt completions are routed by that prefix, which is removed on the
+//!   way. `resources/list` and `resources/templates/list` keep their entries as they are; a
+//!   resource URI (or a template, for a completion's `ref/resource`) goes back to the server that
+//!   listed it, or, unknown, is tried on each server in turn (these methods only read).
+//! - The four lists paginate on their own. A page is whole upstream pages, asked for one at a
+//!   time, server after server in the set's order, until it holds at least
+//!   [`ServerSet::page_size`] items (100 unless set) or every server is at its end; then
+//!   `nextCursor` says where the next page starts: which server, and that server's own cursor.
+//!   That cursor is sealed (HMAC-SHA256 under a key each running set draws, over the method too:
+//!   `set/cursor.rs`), so a client cannot make the proxy send a cursor of its choosing to a server of
+//!   its choosing; one that is malformed, forged, or from another list or session is refused
+//!   with -32602 naming it. A server that is down or fails its page is left out of that page
+//!   (logged); when no server answers, the first error is relayed. One page makes at most 64
+//!   upstream requests, so servers answering empty pages cannot hold a request forever.
 //! - `logging/setLevel` and client notifications go to every server; `ping` is answered here.
 //! - Notifications from any server (list_changed, progress, log messages, updates) reach the
 //!   client; requests from a server (sampling, elicitation, roots) reach it with ids the merger
 //!   maps back.
-//! - Any other method goes to the first server, as it is.
+//! - Any other request (vendor and `x/...` methods, methods this merger does not merge) is
+//!   routed by its params: a `name` that starts with a server's prefix goes to that server with
+//!   the prefix removed (as `tools/call`), else a `uri` a server listed goes to that server,
+//!   else it is refused with -32601 naming the method and the servers. It used to go to the
+//!   first server, which answered for servers it does not speak for (a vendor method of the
+//!   second server reached the first) and made the order of `servers` a routing decision; a
+//!   refusal that says how to address a server is what a client can act on.
 //!
 //! The merger reads names and URIs with serde_json (last duplicate wins). With routes that is
 //! safe: the session hands it the router's canonical serialisation of the params it checked
@@ -37,6 +53,13 @@ use super::{Upstream, UpstreamEvent, UpstreamLink};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Message, range_in, splice};
 use crate::transport::queue::{LineQueue, Queued};
+use cursor::{CursorKey, Position};
+
+mod cursor;
+
+/// Upstream requests one merged page may take at most, so that servers answering empty pages
+/// with cursors cannot keep one client request going.
+const MAX_ASKS_PER_PAGE: usize = 64;
 
 /// Several servers, each with a name, served as one.
 ///
@@ -54,6 +77,7 @@ pub struct ServerSet {
     servers: Vec<(String, Upstream)>,
     separator: String,
     status_file: Option<PathBuf>,
+    page_size: usize,
 }
 
 impl ServerSet {
@@ -63,6 +87,7 @@ impl ServerSet {
             servers: Vec::new(),
             separator: "__".to_owned(),
             status_file: None,
+            page_size: 100,
         }
     }
 
@@ -86,6 +111,25 @@ impl ServerSet {
         self
     }
 
+    /// Sets how many items a merged list page (`tools/list`, `prompts/list`, `resources/list`,
+    /// `resources/templates/list`) gathers before it ends: whole upstream pages are added, server
+    /// after server, until the page holds at least `items` (default 100). With 0 each page is one
+    /// upstream page.
+    ///
+    /// ```
+    /// use mcp_middleware::upstream::{ServerSet, StdioServer};
+    ///
+    /// let set = ServerSet::new()
+    ///     .server("a", StdioServer::new("server-a"))
+    ///     .server("b", StdioServer::new("server-b"))
+    ///     .page_size(500);
+    /// assert_eq!(set.names(), ["a", "b"]);
+    /// ```
+    pub fn page_size(mut self, items: usize) -> Self {
+        self.page_size = items;
+        self
+    }
+
     /// The servers' names, in order.
     pub fn names(&self) -> Vec<&str> {
         self.servers.iter().map(|(name, _)| name.as_str()).collect()
@@ -105,8 +149,14 @@ impl ServerSet {
     where
         E: From<UpstreamEvent> + Send + 'static,
     {
+        let cursors = CursorKey::generate().map_err(|_| UpstreamError::Spawn {
+            server: self.to_string(),
+            cause: std::io::Error::other("no randomness for the key that seals list cursors"),
+        })?;
         let (from_children, child_events) = mpsc::channel(256);
         let mut merger = Merger {
+            cursors,
+            walks: HashMap::new(),
             set: self.clone(),
             max_line,
             generation,
@@ -173,6 +223,8 @@ enum Waiting {
     Relay { up_id: String },
     /// One part of a request sent to several servers.
     Part { gather: u64 },
+    /// One upstream page of a merged list page.
+    Page { walk: u64 },
     /// A request the merger made itself (a replayed handshake); the answer is only logged.
     Own,
 }
@@ -189,14 +241,6 @@ struct Gather {
 
 enum GatherKind {
     Initialize,
-    /// A list request: the result member holding the items, and whether item names are
-    /// prefixed with the server's name.
-    List {
-        method: String,
-        params: Map<String, Value>,
-        member: &'static str,
-        prefix: bool,
-    },
     /// Everyone must answer; the result is `{}`.
     All,
     /// Servers tried in turn until one succeeds.
@@ -207,8 +251,33 @@ enum GatherKind {
     },
 }
 
+/// A merged list page being filled: upstream pages are asked for one at a time, server after
+/// server, until the page is full or every server is at its end.
+struct Walk {
+    up_id: String,
+    method: &'static str,
+    /// The request's params without its cursor.
+    params: Map<String, Value>,
+    /// The result member holding the items.
+    member: &'static str,
+    /// Whether item names are prefixed with the server's name.
+    prefix: bool,
+    /// What to ask next: the server's index and its cursor.
+    next: (usize, Option<String>),
+    items: Vec<Value>,
+    /// Upstream requests made for this page.
+    asked: usize,
+    /// Whether any server answered.
+    answered: bool,
+    /// The first server error, relayed when no server answered.
+    error: Option<Value>,
+}
+
 struct Merger {
     set: ServerSet,
+    /// Seals the cursors of merged lists.
+    cursors: CursorKey,
+    walks: HashMap<u64, Walk>,
     max_line: usize,
     generation: u64,
     up: Up,
@@ -392,28 +461,7 @@ impl Merger {
                 .await
             }
             "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
-                let (member, prefix) = match method {
-                    "tools/list" => ("tools", true),
-                    "prompts/list" => ("prompts", true),
-                    "resources/list" => ("resources", false),
-                    _ => ("resourceTemplates", false),
-                };
-                let mut params = map;
-                params.remove("cursor");
-                let everyone = self.live_or_restart();
-                let text = Value::Object(params.clone()).to_string();
-                self.gather(
-                    id,
-                    GatherKind::List {
-                        method: method.to_owned(),
-                        params,
-                        member,
-                        prefix,
-                    },
-                    everyone,
-                    method,
-                    Some(&text),
-                );
+                self.start_list(id, method, map).await
             }
             "logging/setLevel" => {
                 self.log_level = params.map(str::to_owned);
@@ -430,16 +478,8 @@ impl Merger {
                     }
                     None => {
                         let what = if method == "tools/call" { "tool" } else { "prompt" };
-                        self.send_up(jsonrpc::error(
-                            Some(id),
-                            jsonrpc::INVALID_PARAMS,
-                            &format!(
-                                "unknown {what} `{name}`: through this proxy {what}s are named `SERVER{}{what}`, with SERVER one of {}",
-                                self.set.separator,
-                                self.set.names().join(", ")
-                            ),
-                        ))
-                        .await
+                        let line = self.unknown_name(id, what, name);
+                        self.send_up(line).await
                     }
                 }
             }
@@ -453,22 +493,239 @@ impl Merger {
                         self.relay(index, id, method, &Value::Object(map).to_string());
                         return;
                     }
+                    let line = self.unknown_name(id, "prompt", name);
+                    self.send_up(line).await;
+                    return;
                 }
-                let uri = reference["uri"].as_str().unwrap_or_default().to_owned();
-                self.route_uri(id, method, params, &uri);
+                match reference["uri"].as_str() {
+                    Some(uri) if reference["type"] == "ref/resource" => {
+                        let uri = uri.to_owned();
+                        self.route_uri(id, method, params, &uri);
+                    }
+                    _ => self.route_other(id, method, &map).await,
+                }
             }
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
                 let uri = map.get("uri").and_then(Value::as_str).unwrap_or_default().to_owned();
                 self.route_uri(id, method, params, &uri);
             }
-            _ => match self.live_or_restart().first() {
-                Some(first) => {
-                    let first = *first;
-                    self.relay(first, id, method, params.unwrap_or("{}"))
-                }
-                None => self.all_down(id).await,
-            },
+            _ => self.route_other(id, method, &map).await,
         }
+    }
+
+    /// The error for a tool or prompt name no server of the set has.
+    fn unknown_name(&self, id: &str, what: &str, name: &str) -> String {
+        jsonrpc::error(
+            Some(id),
+            jsonrpc::INVALID_PARAMS,
+            &format!(
+                "unknown {what} `{name}`: through this proxy {what}s are named `SERVER{}{what}`, with SERVER one of {}",
+                self.set.separator,
+                self.set.names().join(", ")
+            ),
+        )
+    }
+
+    /// Routes a method the merger does not know (see the module docs): by a `name` with a
+    /// server's prefix (removed on the way), else by a `uri` a server listed, else refused.
+    async fn route_other(&mut self, id: &str, method: &str, map: &Map<String, Value>) {
+        if let Some(name) = map.get("name").and_then(Value::as_str)
+            && let Some((index, inner)) = self.split(name)
+        {
+            let mut map = map.clone();
+            map.insert("name".into(), inner.into());
+            self.relay(index, id, method, &Value::Object(map).to_string());
+            return;
+        }
+        if let Some(index) = map
+            .get("uri")
+            .and_then(Value::as_str)
+            .and_then(|uri| self.uri_owner.get(uri))
+            .copied()
+        {
+            self.relay(index, id, method, &Value::Object(map.clone()).to_string());
+            return;
+        }
+        let line = jsonrpc::error(
+            Some(id),
+            jsonrpc::METHOD_NOT_FOUND,
+            &format!(
+                "method `{method}` is not routed: several servers are behind this proxy ({}) and its params name none of them (a `name` that starts with `SERVER{}` or the `uri` of a resource a server listed picks one)",
+                self.set.names().join(", "),
+                self.set.separator,
+            ),
+        );
+        self.send_up(line).await;
+    }
+
+    // ------------------------------------------------------------ merged lists
+
+    /// Starts a merged list page where the request's cursor says (the first server's first page
+    /// without one).
+    async fn start_list(&mut self, id: &str, method: &str, mut params: Map<String, Value>) {
+        let (method, member, prefix) = match method {
+            "tools/list" => ("tools/list", "tools", true),
+            "prompts/list" => ("prompts/list", "prompts", true),
+            "resources/list" => ("resources/list", "resources", false),
+            _ => ("resources/templates/list", "resourceTemplates", false),
+        };
+        let next = match params.remove("cursor") {
+            None | Some(Value::Null) => Ok((0, None)),
+            Some(Value::String(cursor)) => self.open_cursor(method, &cursor),
+            Some(other) => Err(format!(
+                "invalid cursor {other} for {method}: a cursor is a string"
+            )),
+        };
+        let next = match next {
+            Ok(next) => next,
+            Err(message) => {
+                let line = jsonrpc::error(Some(id), jsonrpc::INVALID_PARAMS, &message);
+                return self.send_up(line).await;
+            }
+        };
+        let walk = Walk {
+            up_id: id.to_owned(),
+            method,
+            params,
+            member,
+            prefix,
+            next,
+            items: Vec::new(),
+            asked: 0,
+            answered: false,
+            error: None,
+        };
+        let walk_id = self.next_id();
+        self.walk_on(walk_id, walk).await;
+    }
+
+    /// Where a cursor the client sent says the list goes on.
+    fn open_cursor(&self, method: &str, cursor: &str) -> Result<(usize, Option<String>), String> {
+        let position = self
+            .cursors
+            .open(method, cursor)
+            .map_err(|err| err.to_string())?;
+        let index = self
+            .set
+            .servers
+            .iter()
+            .position(|(name, _)| *name == position.server)
+            .ok_or_else(|| {
+                format!(
+                    "invalid cursor for {method}: server `{}` is not in this set",
+                    position.server
+                )
+            })?;
+        Ok((index, position.cursor.map(|c| c.into_owned())))
+    }
+
+    /// Asks for the walk's next upstream page, or answers the session when the page is full or
+    /// every server is at its end. Servers that are down are passed over.
+    async fn walk_on(&mut self, walk_id: u64, mut walk: Walk) {
+        loop {
+            let (index, cursor) = walk.next.clone();
+            if index >= self.children.len() {
+                return self.finish_walk(walk, false).await;
+            }
+            if walk.asked > 0
+                && (walk.items.len() >= self.set.page_size || walk.asked >= MAX_ASKS_PER_PAGE)
+            {
+                return self.finish_walk(walk, true).await;
+            }
+            if !self.ensure(index) {
+                tracing::warn!(server = %self.name(index), "a server of the set is down; its items are left out of the list");
+                walk.next = (index + 1, None);
+                continue;
+            }
+            let mut params = walk.params.clone();
+            if let Some(cursor) = cursor {
+                params.insert("cursor".into(), cursor.into());
+            }
+            let id = self.next_id();
+            self.waiting
+                .insert((index, id), Waiting::Page { walk: walk_id });
+            self.send_child(
+                index,
+                jsonrpc::request(
+                    &id.to_string(),
+                    walk.method,
+                    Some(&Value::Object(params).to_string()),
+                ),
+            );
+            walk.asked += 1;
+            self.walks.insert(walk_id, walk);
+            return;
+        }
+    }
+
+    /// A server's answer to one of a walk's upstream pages.
+    async fn on_page(&mut self, walk_id: u64, index: usize, answer: Result<Value, Value>) {
+        let Some(mut walk) = self.walks.remove(&walk_id) else {
+            return;
+        };
+        match answer {
+            Ok(result) => {
+                walk.answered = true;
+                let items = match result.get(walk.member) {
+                    Some(Value::Array(items)) => items.as_slice(),
+                    _ => &[],
+                };
+                for item in items {
+                    let mut item = item.clone();
+                    if walk.prefix
+                        && let Some(name) = item.get("name").and_then(Value::as_str)
+                    {
+                        let named = format!("{}{}{name}", self.name(index), self.set.separator);
+                        item["name"] = named.into();
+                    }
+                    // Templates too: a completion's `ref/resource` names one.
+                    for key in ["uri", "uriTemplate"] {
+                        if let Some(uri) = item.get(key).and_then(Value::as_str) {
+                            self.uri_owner.insert(uri.to_owned(), index);
+                        }
+                    }
+                    walk.items.push(item);
+                }
+                walk.next = match result.get("nextCursor").and_then(Value::as_str) {
+                    Some(cursor) => (index, Some(cursor.to_owned())),
+                    None => (index + 1, None),
+                };
+            }
+            Err(error) => {
+                tracing::warn!(server = %self.name(index), %error, "a server of the set failed its page of {}; the list goes on with the next server", walk.method);
+                walk.error.get_or_insert(error);
+                walk.next = (index + 1, None);
+            }
+        }
+        self.walk_on(walk_id, walk).await;
+    }
+
+    /// Answers the session with the walk's page; `more`: with a cursor to where it stopped.
+    async fn finish_walk(&mut self, walk: Walk, more: bool) {
+        let line = if !walk.answered {
+            match walk.error {
+                Some(error) => jsonrpc::error_response(&walk.up_id, &error.to_string()),
+                None => jsonrpc::error(
+                    Some(&walk.up_id),
+                    jsonrpc::UPSTREAM_UNAVAILABLE,
+                    &format!("no server answered ({})", self.set.names().join(", ")),
+                ),
+            }
+        } else {
+            let mut result = Map::new();
+            result.insert(walk.member.to_owned(), Value::Array(walk.items));
+            if more {
+                let (index, cursor) = &walk.next;
+                let position = Position {
+                    server: self.name(*index).into(),
+                    cursor: cursor.as_deref().map(Into::into),
+                };
+                let sealed = self.cursors.seal(walk.method, &position);
+                result.insert("nextCursor".to_owned(), sealed.into());
+            }
+            jsonrpc::result(&walk.up_id, &Value::Object(result).to_string())
+        };
+        self.send_up(line).await;
     }
 
     fn live_or_restart(&mut self) -> Vec<usize> {
@@ -476,15 +733,6 @@ impl Merger {
             self.ensure(index);
         }
         self.live()
-    }
-
-    async fn all_down(&self, id: &str) {
-        self.send_up(jsonrpc::error(
-            Some(id),
-            jsonrpc::UPSTREAM_UNAVAILABLE,
-            &format!("every server is down ({})", self.set.names().join(", ")),
-        ))
-        .await
     }
 
     /// The server a prefixed name belongs to, and the name without the prefix.
@@ -644,6 +892,9 @@ impl Merger {
                         Waiting::Part { gather } => {
                             self.gathers.get(gather).is_some_and(|g| g.up_id == up_id)
                         }
+                        Waiting::Page { walk } => {
+                            self.walks.get(walk).is_some_and(|w| w.up_id == up_id)
+                        }
                         Waiting::Own => false,
                     })
                     .map(|(key, _)| *key)
@@ -657,6 +908,7 @@ impl Merger {
                     );
                 }
                 self.gathers.retain(|_, g| g.up_id != up_id);
+                self.walks.retain(|_, w| w.up_id != up_id);
                 return;
             }
             _ => {}
@@ -764,6 +1016,13 @@ impl Merger {
                 };
                 self.on_part(gather, index, parsed).await;
             }
+            Waiting::Page { walk } => {
+                let parsed = match outcome {
+                    Ok(result) => Ok(serde_json::from_str(result).unwrap_or(Value::Null)),
+                    Err(error) => Err(serde_json::from_str(error).unwrap_or(Value::Null)),
+                };
+                self.on_page(walk, index, parsed).await;
+            }
         }
     }
 
@@ -772,29 +1031,6 @@ impl Merger {
             return;
         };
         gather.outstanding = gather.outstanding.saturating_sub(1);
-        // A list that has more pages: ask for the next one from the same server.
-        if let (GatherKind::List { method, params, .. }, Ok(result)) = (&gather.kind, &answer)
-            && let Some(cursor) = result.get("nextCursor").and_then(Value::as_str)
-            && gather.answers.iter().filter(|(i, _)| *i == index).count() < 1000
-        {
-            let mut params = params.clone();
-            params.insert("cursor".into(), cursor.into());
-            let method = method.clone();
-            gather.outstanding += 1;
-            gather.answers.push((index, answer));
-            let id = self.next_id();
-            self.waiting
-                .insert((index, id), Waiting::Part { gather: gather_id });
-            self.send_child(
-                index,
-                jsonrpc::request(
-                    &id.to_string(),
-                    &method,
-                    Some(&Value::Object(params).to_string()),
-                ),
-            );
-            return;
-        }
         // Tried in turn: an error moves on to the next server.
         if let GatherKind::FirstSuccess { untried, .. } = &gather.kind
             && answer.is_err()
@@ -848,29 +1084,6 @@ impl Merger {
         }
         let result = match kind {
             GatherKind::Initialize => self.merge_initialize(&successes),
-            GatherKind::List { member, prefix, .. } => {
-                let mut items = Vec::new();
-                for (index, value) in &successes {
-                    for item in value
-                        .get(member)
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                    {
-                        let mut item = item.clone();
-                        if prefix && let Some(name) = item.get("name").and_then(Value::as_str) {
-                            let named =
-                                format!("{}{}{name}", self.name(*index), self.set.separator);
-                            item["name"] = named.into();
-                        }
-                        if let Some(uri) = item.get("uri").and_then(Value::as_str) {
-                            self.uri_owner.insert(uri.to_owned(), *index);
-                        }
-                        items.push(item);
-                    }
-                }
-                json!({ member: items })
-            }
             GatherKind::All => json!({}),
             GatherKind::FirstSuccess { .. } => successes[0].1.clone(),
         };
@@ -933,6 +1146,7 @@ impl Merger {
                         .await
                 }
                 Waiting::Part { gather } => self.on_part(gather, index, Err(error)).await,
+                Waiting::Page { walk } => self.on_page(walk, index, Err(error)).await,
                 Waiting::Own => {}
             }
         }
