@@ -61,6 +61,12 @@ spec:
 metadata: { name: paged }
 spec:
   servers: [alpha, beta]
+---
+kind: Project
+metadata: { name: paged-model }
+spec:
+  servers: [alpha, beta]
+  proxyModel: paginate
 """
 
 TRANSPORTS = [t for t, binary in (("stdio", STDIO), ("http", HTTP)) if binary]
@@ -78,11 +84,11 @@ def home(tmp_path: Path) -> Path:
 
 
 class Served:
-    """`mcpctl serve paged --listen 127.0.0.1:0` as a child process, and its URL."""
+    """`mcpctl serve PROJECT --listen 127.0.0.1:0` as a child process, and its URL."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, project: str) -> None:
         self.proc = subprocess.Popen(
-            [HTTP or "", "serve", "paged", "--listen", "127.0.0.1:0"],
+            [HTTP or "", "serve", project, "--listen", "127.0.0.1:0"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -117,17 +123,17 @@ class Served:
 
 
 @asynccontextmanager
-async def connect(home: Path, transport: str, mode: str) -> AsyncIterator[Client]:
+async def connect(home: Path, transport: str, mode: str, project: str = "paged") -> AsyncIterator[Client]:
     info = types.Implementation(name="project-pages", version="1.0.0")
     if transport == "stdio":
         env = {**os.environ, "MCPCTL_HOME": str(home)}
-        params = StdioServerParameters(command=STDIO or "", args=["proxy", "paged"], env=env)
+        params = StdioServerParameters(command=STDIO or "", args=["proxy", project], env=env)
         async with Client(
             stdio_client(params), mode=mode, read_timeout_seconds=READ_TIMEOUT, client_info=info, cache=None
         ) as client:
             yield client
         return
-    served = Served(home)
+    served = Served(home, project)
     try:
         async with Client(
             streamable_http_client(served.url),
@@ -145,19 +151,24 @@ def expected() -> list[str]:
     return [f"{name}__{tool}" for name, count in COUNTS.items() for tool in ["t", *(f"tool-{i}" for i in range(count))]]
 
 
+async def walk(client: Client) -> list[list[str]]:
+    """Every page of `tools/list`, following `nextCursor` to the end: each page's names."""
+    pages: list[list[str]] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        pages.append([tool.name for tool in page.tools])
+        cursor = page.next_cursor
+        assert len(pages) < 50, "the pages never end"
+        if cursor is None:
+            return pages
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_the_client_walks_every_page_and_sees_every_tool_once(home: Path, transport: str, mode: str) -> None:
     async with connect(home, transport, mode) as client:
-        pages: list[list[str]] = []
-        cursor: str | None = None
-        while True:
-            page = await client.list_tools(cursor=cursor)
-            pages.append([tool.name for tool in page.tools])
-            cursor = page.next_cursor
-            assert len(pages) < 50, "the pages never end"
-            if cursor is None:
-                break
+        pages = await walk(client)
         assert len(pages) > 1, [len(p) for p in pages]
         # Whole upstream pages (25 tools) until a page holds 100 or more.
         assert all(100 <= len(p) < 125 for p in pages[:-1]), [len(p) for p in pages]
@@ -166,6 +177,15 @@ async def test_the_client_walks_every_page_and_sees_every_tool_once(home: Path, 
 
         called = await client.call_tool("beta__tool-69", {})
         assert text_of(called.content[0]) == "called tool-69 by beta"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_models_synthetic_tool_comes_once_on_the_last_page(home: Path, transport: str) -> None:
+    async with connect(home, transport, "legacy", "paged-model") as client:
+        pages = await walk(client)
+        assert len(pages) > 1
+        names = [name for page in pages for name in page]
+        assert names == [*expected(), "read_page"], "paginate's read_page once, after the servers' tools"
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -37,14 +37,18 @@ impl ToolDescriptor {
     }
 }
 
-/// Adds `tools` to a listing, replacing inner tools of the same names.
+/// Adds `tools` to a listing, replacing inner tools of the same names. On a paged listing they
+/// come once, on the last page (the one without `nextCursor`); every page drops the inner tools
+/// they replace.
 pub(crate) fn list_into(listed: &mut ListToolsResult, tools: &[ToolDescriptor]) {
     listed
         .tools
         .retain(|tool| !tools.iter().any(|own| own.name == tool.name));
-    listed
-        .tools
-        .extend(tools.iter().map(ToolDescriptor::to_tool));
+    if listed.next_cursor.is_none() {
+        listed
+            .tools
+            .extend(tools.iter().map(ToolDescriptor::to_tool));
+    }
 }
 
 /// The JSON schema of a tool's argument type, as an object.

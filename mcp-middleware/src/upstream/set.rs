@@ -12,7 +12,9 @@
 //!   `prompts/get` and prompt completions are routed by that prefix, which is removed on the
 //!   way. `resources/list` and `resources/templates/list` keep their entries as they are; a
 //!   resource URI (or a template, for a completion's `ref/resource`) goes back to the server that
-//!   listed it, or, unknown, is tried on each server in turn (these methods only read).
+//!   listed it, or, unknown, is tried on each server in turn (these methods only read). A
+//!   completion whose `ref` picks no server (an unprefixed prompt, no `ref`) is refused with
+//!   -32602.
 //! - The four lists paginate on their own. A page is whole upstream pages, asked for one at a
 //!   time, server after server in the set's order, until it holds at least
 //!   [`ServerSet::page_size`] items (100 unless set) or every server is at its end; then
@@ -502,7 +504,14 @@ impl Merger {
                         let uri = uri.to_owned();
                         self.route_uri(id, method, params, &uri);
                     }
-                    _ => self.route_other(id, method, &map).await,
+                    _ => {
+                        let line = jsonrpc::error(
+                            Some(id),
+                            jsonrpc::INVALID_PARAMS,
+                            "completion/complete: its `ref` is neither a `ref/prompt` nor a `ref/resource` with a `uri`, so no server of this set can be picked",
+                        );
+                        self.send_up(line).await
+                    }
                 }
             }
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
