@@ -614,18 +614,14 @@ impl Merger {
             .cursors
             .open(method, cursor)
             .map_err(|err| err.to_string())?;
-        let index = self
-            .set
-            .servers
-            .iter()
-            .position(|(name, _)| *name == position.server)
-            .ok_or_else(|| {
-                format!(
-                    "invalid cursor for {method}: server `{}` is not in this set",
-                    position.server
-                )
-            })?;
-        Ok((index, position.cursor.map(|c| c.into_owned())))
+        if position.server >= self.set.servers.len() {
+            // Sealed by this set, so never: the set does not change while it runs.
+            return Err(format!(
+                "invalid cursor for {method}: server {} is not in this set",
+                position.server
+            ));
+        }
+        Ok((position.server, position.cursor.map(|c| c.into_owned())))
     }
 
     /// Asks for the walk's next upstream page, or answers the session when the page is full or
@@ -726,7 +722,7 @@ impl Merger {
             if more {
                 let (index, cursor) = &walk.next;
                 let position = Position {
-                    server: self.name(*index).into(),
+                    server: *index,
                     cursor: cursor.as_deref().map(Into::into),
                 };
                 let sealed = self.cursors.seal(walk.method, &position);

@@ -2,8 +2,8 @@
 //! (which server, and that server's own cursor, if any), sealed so that a client can only hand
 //! back a cursor the proxy gave it.
 //!
-//! A cursor is `base64url(tag ‖ payload)`, the payload the JSON object `{"s": SERVER, "c":
-//! CURSOR or null}` and the tag an HMAC-SHA256 (ring) over the list method and the payload, under
+//! A cursor is `base64url(tag ‖ payload)`, the payload the JSON object `{"s": INDEX, "c":
+//! CURSOR or null}` (the server's place in the set: names need not be unique) and the tag an HMAC-SHA256 (ring) over the list method and the payload, under
 //! a key drawn for each running set (one per session). Without the key a client cannot make the
 //! proxy send a cursor of its choosing to a server of its choosing: a cursor it made up, changed,
 //! took from another list method or from another session is refused.
@@ -21,13 +21,13 @@ const SHOWN: usize = 48;
 /// The key cursors are sealed with; every running set draws its own.
 pub(super) struct CursorKey(hmac::Key);
 
-/// Where a merged list goes on: the server (by name) and the cursor to send it (none: its first
-/// page).
+/// Where a merged list goes on: the server (its index in the set) and the cursor to send it
+/// (none: its first page).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Position<'a> {
-    #[serde(rename = "s", borrow)]
-    pub(super) server: Cow<'a, str>,
+    #[serde(rename = "s")]
+    pub(super) server: usize,
     #[serde(rename = "c", borrow)]
     pub(super) cursor: Option<Cow<'a, str>>,
 }
@@ -78,7 +78,7 @@ impl CursorKey {
             .map_err(|_| CursorError::Forged(shown(cursor), method.to_owned()))?;
         let position: Position<'_> = serde_json::from_slice(payload).map_err(|_| malformed())?;
         Ok(Position {
-            server: Cow::Owned(position.server.into_owned()),
+            server: position.server,
             cursor: position.cursor.map(|c| Cow::Owned(c.into_owned())),
         })
     }
@@ -105,9 +105,9 @@ fn shown(cursor: &str) -> String {
 mod tests {
     use super::*;
 
-    fn at<'a>(server: &'a str, cursor: Option<&'a str>) -> Position<'a> {
+    fn at(server: usize, cursor: Option<&str>) -> Position<'_> {
         Position {
-            server: server.into(),
+            server,
             cursor: cursor.map(Cow::Borrowed),
         }
     }
@@ -115,11 +115,7 @@ mod tests {
     #[test]
     fn a_sealed_cursor_opens_to_its_position() {
         let key = CursorKey::generate().unwrap();
-        for position in [
-            at("alpha", None),
-            at("b", Some("page 2 \u{e9}\"")),
-            at("", Some("")),
-        ] {
+        for position in [at(0, None), at(1, Some("page 2 \u{e9}\"")), at(7, Some(""))] {
             let cursor = key.seal("tools/list", &position);
             assert!(
                 cursor
@@ -133,7 +129,7 @@ mod tests {
     #[test]
     fn another_method_or_key_or_a_changed_byte_is_forged() {
         let key = CursorKey::generate().unwrap();
-        let cursor = key.seal("tools/list", &at("alpha", Some("2")));
+        let cursor = key.seal("tools/list", &at(0, Some("2")));
         assert!(matches!(
             key.open("prompts/list", &cursor),
             Err(CursorError::Forged(..))
@@ -156,7 +152,7 @@ mod tests {
     #[test]
     fn what_is_not_a_cursor_is_malformed_and_named() {
         let key = CursorKey::generate().unwrap();
-        for text in ["", "not base64!", "c2hvcnQ", "{\"s\":\"alpha\",\"c\":null}"] {
+        for text in ["", "not base64!", "c2hvcnQ", "{\"s\":0,\"c\":null}"] {
             let err = key.open("tools/list", text).unwrap_err();
             assert!(matches!(err, CursorError::Malformed(..)), "{text:?}: {err}");
             assert!(err.to_string().contains("tools/list"), "{err}");
