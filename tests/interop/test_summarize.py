@@ -138,7 +138,7 @@ async def test_a_sampling_client_gets_the_callbacks_summary_and_can_read_the_ori
 
             summary = only_text(await client.call_tool("echo", {"message": LONG}))
             assert summary.startswith("SUMMARY FROM THE CALLBACK #1\n\n[summary of "), summary
-            assert "the full text is 6 pages" in summary, summary
+            assert "the full text is 7 pages" in summary, summary
             assert_sampled(sampler, 1)
             assert await read_original(client, summary) == ECHOED
 
@@ -328,7 +328,7 @@ async def test_with_neither_the_original_comes_back_paged_and_a_warning_is_logge
         async with client_of(stdio(args, errlog), None) as client:
             first = only_text(await client.call_tool("echo", {"message": LONG}))
             assert first.startswith("Echo: 0000 the quick brown fox"), first[:200]
-            assert "[page 1 of 6" in first, first[-300:]
+            assert "[page 1 of 7" in first, first[-300:]
             assert "summary" not in first
         errlog.seek(0)
         logged = errlog.read()
