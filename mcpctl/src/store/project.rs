@@ -83,7 +83,7 @@ pub struct ProjectSpec {
     pub auth: Option<Box<ProjectAuth>>,
     /// The OpenAI-compatible endpoint for models' LLM calls ([`ProjectLlm`]).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub llm: Option<ProjectLlm>,
+    pub llm: Option<Box<ProjectLlm>>,
     /// Set when the file said `gated: ...` (deprecated): what it said.
     #[serde(skip)]
     pub legacy_gated: Option<bool>,
@@ -265,7 +265,7 @@ struct RawProjectSpec {
     routes: Routes,
     listen: Option<String>,
     auth: Option<Box<ProjectAuth>>,
-    llm: Option<ProjectLlm>,
+    llm: Option<Box<ProjectLlm>>,
     gated: Option<bool>,
 }
 
