@@ -10,8 +10,8 @@ use sha2::{Digest, Sha256};
 
 use crate::{paginate, paging};
 
-/// Summarizes large text results of tool calls through the client's LLM, and keeps the full
-/// text readable page by page with `read_page`.
+/// Summarizes large text results of tool calls with an LLM (the client's sampling, or the
+/// project's endpoint), and keeps the full text readable page by page with `read_page`.
 ///
 /// A text part of a `tools/call` result larger than `thresholdBytes` is sent to the LLM with
 /// `prompt` ([`Context::llm`]: the client's sampling when it declared the capability, else the

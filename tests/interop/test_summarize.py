@@ -9,8 +9,9 @@ in front of the official reference server.
   comes from the endpoint, which got the key from `${env:VAR}`.
 - Neither: the original result (paged by `paginate`) and a warning on the proxy's stderr.
 
-The clients connect with `mode="legacy"` (2025-11-25): a 2026-07-28 client cannot be sent
-sampling requests, which `ctx.llm()` reports as unavailable (see `mcp_middleware::llm`).
+The clients connect with `mode="legacy"` (2025-11-25). A 2026-07-28 client (`mode="2026-07-28"`,
+bridged by the proxy) cannot be sent sampling requests: `ctx.llm()` reports it unavailable and
+the original comes back (the input-round path is not built yet, see `mcp_middleware::llm`).
 
 Needs `MCP_PROXY` (the built `mcpctl`); without it the module is skipped, like the other
 model tests: the reference server alone has no `summarize` model to test.
@@ -92,10 +93,10 @@ class Sampler:
         )
 
 
-def client_of(transport: Any, sampler: Sampler | None) -> Client:
+def client_of(transport: Any, sampler: Sampler | None, mode: str = "legacy") -> Client:
     return Client(
         transport,
-        mode="legacy",
+        mode=mode,
         read_timeout_seconds=READ_TIMEOUT,
         sampling_callback=sampler,
         client_info=types.Implementation(name="summarize-interop", version="1.0.0"),
@@ -334,3 +335,16 @@ async def test_with_neither_the_original_comes_back_paged_and_a_warning_is_logge
         logged = errlog.read()
     assert "summarize: returning the original result" in logged, logged[-2000:]
     assert "sampling" in logged and "--llm-url" in logged, "the warning names both ways"
+
+
+async def test_a_stateless_client_is_not_sent_sampling_and_gets_the_original() -> None:
+    sampler = Sampler()
+    with stderr_file() as errlog:
+        args = ["proxy", "--model", "summarize", "--set", "paginate.pageBytes=4096", "--", *SERVER]
+        async with client_of(stdio(args, errlog), sampler, mode="2026-07-28") as client:
+            first = only_text(await client.call_tool("echo", {"message": LONG}))
+            assert "[page 1 of 7" in first, first[-300:]
+        errlog.seek(0)
+        logged = errlog.read()
+    assert sampler.requests == [], "a 2026-07-28 client cannot be sent a request"
+    assert "2026-07-28" in logged and "summarize: returning the original result" in logged, logged[-2000:]

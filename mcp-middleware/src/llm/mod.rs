@@ -318,10 +318,16 @@ impl<'a> Llm<'a> {
                 era::STATELESS_VERSION
             ));
         }
-        let declared = self
-            .ctx
-            .client_capabilities()
-            .is_some_and(|capabilities| capabilities.sampling.is_some());
-        (!declared).then(|| "the client did not declare the `sampling` capability".to_owned())
+        match self.ctx.client_capabilities() {
+            Some(capabilities) if capabilities.sampling.is_some() => None,
+            Some(_) => Some("the client did not declare the `sampling` capability".to_owned()),
+            // A bridged 2026-07-28 client sends no `initialize`, so nothing was declared.
+            None => Some(format!(
+                "the client sent no `initialize` to declare `sampling` in: a {} (stateless) \
+                 client cannot receive requests, and sampling through an input round of the \
+                 tool call is not supported yet",
+                era::STATELESS_VERSION
+            )),
+        }
     }
 }
