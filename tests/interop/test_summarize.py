@@ -292,6 +292,12 @@ async def test_without_sampling_the_projects_endpoint_summarizes(endpoint: FakeO
     done = apply(home, project_yaml(llm))
     assert done.returncode == 0, done.stderr
     env = {**os.environ, "MCPCTL_HOME": str(home), "SUMMARIZE_TEST_KEY": "sk-test-4242"}
+    described = subprocess.run([PROXY or "", "describe", "project", "summaries"], env=env, capture_output=True,
+                               text=True, timeout=60)
+    assert described.returncode == 0, described.stderr
+    shown = f"LLM endpoint:        {endpoint.url} (model tiny-summarizer, key ${{env:SUMMARIZE_TEST_KEY}})"
+    assert shown in described.stdout, described.stdout
+    assert "sk-test-4242" not in described.stdout
     with stderr_file() as errlog:
         async with client_of(stdio(["proxy", "summaries"], errlog, env), None) as client:
             summary = only_text(await client.call_tool("echo", {"message": LONG}))
