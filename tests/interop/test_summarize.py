@@ -214,8 +214,10 @@ async def test_over_http_the_summary_comes_from_the_clients_sampling() -> None:
 class FakeOpenAI:
     """A chat completions endpoint on 127.0.0.1: records each request, answers a summary."""
 
-    def __init__(self) -> None:
+    def __init__(self, hang: bool = False) -> None:
         self.requests: list[tuple[str, dict[str, str], dict[str, Any]]] = []
+        #: With `hang`, requests are answered only once this is set (at `stop`).
+        self.release = threading.Event()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -223,6 +225,8 @@ class FakeOpenAI:
                 length = int(self.headers.get("content-length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 fake.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                if hang:
+                    fake.release.wait(EVENT_TIMEOUT)
                 answer = json.dumps({
                     "id": "chatcmpl-1",
                     "object": "chat.completion",
@@ -248,6 +252,7 @@ class FakeOpenAI:
         self._thread.start()
 
     def stop(self) -> None:
+        self.release.set()
         self.server.shutdown()
         self.server.server_close()
         self._thread.join(5)
@@ -354,3 +359,23 @@ async def test_a_stateless_client_is_not_sent_sampling_and_gets_the_original() -
         logged = errlog.read()
     assert sampler.requests == [], "a 2026-07-28 client cannot be sent a request"
     assert "2026-07-28" in logged and "summarize: returning the original result" in logged, logged[-2000:]
+
+
+async def test_an_endpoint_that_does_not_answer_in_time_gives_the_original() -> None:
+    hanging = FakeOpenAI(hang=True)
+    try:
+        with stderr_file() as errlog:
+            args = [
+                "proxy", "--model", "summarize", "--set", "summarize.timeoutSeconds=1",
+                "--llm-url", hanging.url, "--llm-model", "slow-model", "--", *SERVER,
+            ]
+            async with client_of(stdio(args, errlog), None) as client:
+                first = only_text(await client.call_tool("echo", {"message": LONG}))
+                assert first == ECHOED, "under paginate's default page size: the original as it is"
+            errlog.seek(0)
+            logged = errlog.read()
+    finally:
+        hanging.stop()
+    assert len(hanging.requests) == 1, "the flags' endpoint was asked"
+    assert hanging.requests[0][2]["model"] == "slow-model"
+    assert "did not answer within 1 s" in logged, logged[-2000:]

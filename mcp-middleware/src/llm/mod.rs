@@ -4,8 +4,7 @@
 //! A completion goes, in this order, to:
 //!
 //! 1. **the client's sampling** (`sampling/createMessage`, a request from the proxy to the
-//!    client on the session), when the client declared the `sampling` capability
-//!    ([`sampling`]);
+//!    client on the session), when the client declared the `sampling` capability;
 //! 2. **an OpenAI-compatible endpoint** (`POST {url}/chat/completions`), when the project
 //!    configures one ([`LlmEndpoint`]: `spec.llm` in `mcpctl`, or `--llm-url`);
 //! 3. else the request fails with [`LlmError::Unavailable`], which names both ways.
