@@ -379,3 +379,17 @@ async def test_an_endpoint_that_does_not_answer_in_time_gives_the_original() -> 
     assert len(hanging.requests) == 1, "the flags' endpoint was asked"
     assert hanging.requests[0][2]["model"] == "slow-model"
     assert "did not answer within 1 s" in logged, logged[-2000:]
+
+
+async def test_the_api_keys_variable_never_reaches_the_server() -> None:
+    env = {**os.environ, "SUMMARIZE_TEST_KEY": "sk-test-4242"}
+    args = [
+        "proxy", "--model", "summarize", "--set", "summarize.thresholdBytes=100000000",
+        "--llm-url", "http://127.0.0.1:9/v1", "--llm-model", "m", "--llm-api-key-env", "SUMMARIZE_TEST_KEY",
+        "--", *SERVER,
+    ]
+    with stderr_file() as errlog:
+        async with client_of(stdio(args, errlog, env), None) as client:
+            seen = only_text(await client.call_tool("get-env", {}))
+    assert "PATH" in seen, seen[:300]
+    assert "SUMMARIZE_TEST_KEY" not in seen and "sk-test-4242" not in seen
