@@ -524,6 +524,17 @@ impl Context {
         &self.cancel
     }
 
+    /// LLM completions: through the client's sampling, else the project's OpenAI-compatible
+    /// endpoint (see [`crate::llm`]).
+    pub fn llm(&self) -> crate::llm::Llm<'_> {
+        crate::llm::Llm::new(self)
+    }
+
+    /// The project's key-value cache, shared by all its sessions (see [`crate::cache`]).
+    pub fn cache(&self) -> crate::cache::Cache {
+        crate::cache::for_project(self.project().map_or("", |project| project.name.as_str()))
+    }
+
     /// The upstream: call any of its methods directly, outside the chain.
     pub fn upstream(&self) -> Upstream<'_> {
         Upstream { ctx: self }

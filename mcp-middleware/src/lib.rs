@@ -40,6 +40,7 @@
 
 pub mod auth;
 pub mod below;
+pub mod cache;
 pub mod chain;
 pub mod context;
 mod dispatch;
@@ -47,6 +48,7 @@ pub mod era;
 pub mod error;
 pub mod http;
 pub mod jsonrpc;
+pub mod llm;
 pub mod model;
 pub mod pattern;
 pub mod project;

@@ -17,6 +17,9 @@ pub struct Project {
     /// separator of the namespaced names (`server{separator}tool`), filled in by
     /// [`Proxy::project`](crate::Proxy::project). `None` when one server is served as it is.
     pub separator: Option<String>,
+    /// The OpenAI-compatible endpoint [`Context::llm`](crate::Context::llm) uses when the
+    /// client cannot sample.
+    pub llm: Option<crate::llm::LlmEndpoint>,
 }
 
 impl Project {
@@ -26,6 +29,21 @@ impl Project {
             name: name.into(),
             ..Self::default()
         }
+    }
+
+    /// The same project with an LLM endpoint for [`Context::llm`](crate::Context::llm).
+    ///
+    /// ```
+    /// use mcp_middleware::Project;
+    /// use mcp_middleware::llm::LlmEndpoint;
+    ///
+    /// let project = Project::new("docs")
+    ///     .llm(LlmEndpoint::new("http://127.0.0.1:11434/v1", "llama3.2"));
+    /// assert_eq!(project.llm.map(|llm| llm.model).as_deref(), Some("llama3.2"));
+    /// ```
+    pub fn llm(mut self, endpoint: crate::llm::LlmEndpoint) -> Self {
+        self.llm = Some(endpoint);
+        self
     }
 
     /// Adds a prompt.

@@ -79,6 +79,27 @@ impl Proxy {
         self
     }
 
+    /// Gives `ctx.llm()` an OpenAI-compatible endpoint for clients that cannot sample,
+    /// replacing the project's (a proxy without a project gets an unnamed one).
+    ///
+    /// ```
+    /// use mcp_middleware::{Proxy, llm::LlmEndpoint, upstream::StdioServer};
+    ///
+    /// let proxy = Proxy::new(StdioServer::new("my-server"))
+    ///     .llm(LlmEndpoint::new("http://127.0.0.1:11434/v1", "llama3.2"));
+    /// # let _ = proxy;
+    /// ```
+    pub fn llm(mut self, endpoint: crate::llm::LlmEndpoint) -> Self {
+        let mut project = self
+            .project
+            .as_deref()
+            .cloned()
+            .unwrap_or_else(|| Project::new(""));
+        project.llm = Some(endpoint);
+        self.project = Some(Arc::new(project));
+        self
+    }
+
     /// Sets the routing paths (SPEC P7): what is hidden from the client and what passes by the
     /// models; see [`routing`](crate::routing).
     ///

@@ -71,6 +71,17 @@ pub(crate) struct ProxyArgs {
     /// `${env:VAR}` in the value is resolved when the proxy connects).
     #[arg(long = "header", value_name = "NAME: VALUE", requires = "url")]
     pub(crate) headers: Vec<String>,
+    /// An OpenAI-compatible endpoint (`.../v1`) for models' LLM calls (`ctx.llm()`, used by
+    /// `summarize`) when the client cannot sample; replaces the project's `llm`.
+    #[arg(long, value_name = "URL", requires = "llm_model")]
+    pub(crate) llm_url: Option<String>,
+    /// With `--llm-url`: the model to ask for.
+    #[arg(long, value_name = "MODEL", requires = "llm_url")]
+    pub(crate) llm_model: Option<String>,
+    /// With `--llm-url`: the environment variable that holds the endpoint's API key (read when
+    /// a request is sent, never shown).
+    #[arg(long, value_name = "VAR", requires = "llm_url")]
+    pub(crate) llm_api_key_env: Option<String>,
     /// Without a project: the upstream server's command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub(crate) command: Vec<String>,
@@ -92,9 +103,16 @@ pub(crate) fn build(args: &ProxyArgs) -> anyhow::Result<Proxy> {
     options.client_queue_bytes = args.client_queue_bytes;
     options.upstream_queue_bytes = args.upstream_queue_bytes;
     let proxy = match &args.project {
-        Some(name) => for_project(&Store::from_env()?, name, args.model.as_deref(), overrides)?,
+        Some(name) => for_project(
+            &Store::from_env()?,
+            name,
+            args.model.as_deref(),
+            overrides,
+            args.llm_api_key_env.as_deref(),
+        )?,
         None => {
-            let secrets = Secrets::of(&overrides, &[]);
+            let mut secrets = Secrets::of(&overrides, &[]);
+            secrets.llm_key(args.llm_api_key_env.as_deref());
             ad_hoc(
                 args.model.as_deref().unwrap_or("passthrough"),
                 ad_hoc_upstream(args, &secrets)?,
@@ -102,7 +120,30 @@ pub(crate) fn build(args: &ProxyArgs) -> anyhow::Result<Proxy> {
             )?
         }
     };
+    let proxy = match llm_flags(args)? {
+        Some(endpoint) => proxy.llm(endpoint),
+        None => proxy,
+    };
     Ok(proxy.options(options))
+}
+
+/// The endpoint `--llm-url`, `--llm-model` and `--llm-api-key-env` give, checked as `spec.llm`
+/// is.
+fn llm_flags(args: &ProxyArgs) -> anyhow::Result<Option<mcp_middleware::llm::LlmEndpoint>> {
+    let (Some(url), Some(model)) = (&args.llm_url, &args.llm_model) else {
+        return Ok(None);
+    };
+    let mut endpoint = mcp_middleware::llm::LlmEndpoint::new(url, model);
+    if let Some(var) = &args.llm_api_key_env {
+        if var.is_empty() || var.contains(['$', '{', '}', '=']) {
+            bail!("--llm-api-key-env `{var}`: give the variable's name, such as OPENAI_API_KEY");
+        }
+        endpoint = endpoint.api_key(format!("${{env:{var}}}"));
+    }
+    if let Err(why) = endpoint.check() {
+        bail!("--llm-{why}");
+    }
+    Ok(Some(endpoint))
 }
 
 /// The upstream of `proxy --url URL` or `proxy -- CMD ARGS...`. The command inherits the
@@ -145,6 +186,7 @@ pub(crate) fn for_project(
     name: &str,
     model: Option<&str>,
     overrides: Map<String, Value>,
+    llm_key_env: Option<&str>,
 ) -> anyhow::Result<Proxy> {
     let mut project: Project = store.get::<ProjectSpec>(name)?;
     if let Some(model) = model {
@@ -166,12 +208,22 @@ pub(crate) fn for_project(
         .collect::<Result<_, _>>()?;
     let mut model_project = ModelProject::new(&project.name);
     model_project.servers = project.spec.servers.clone();
+    model_project.llm = project.spec.llm.as_ref().map(|llm| llm.endpoint());
     for prompt in &project.spec.prompts {
         let prompt = store.get::<PromptSpec>(prompt)?;
         model_project = model_project
             .prompt(ProjectPrompt::new(prompt.name, prompt.spec.content).tags(prompt.spec.tags));
     }
-    let secrets = Secrets::of(&configs, &servers);
+    let mut secrets = Secrets::of(&configs, &servers);
+    let project_key = project
+        .spec
+        .llm
+        .as_ref()
+        .and_then(|llm| llm.api_key.as_deref());
+    for name in project_key.into_iter().flat_map(env_references) {
+        secrets.llm_key(Some(name));
+    }
+    secrets.llm_key(llm_key_env);
     let mut proxy = upstreams(store, &project, &servers, &secrets)?
         .model_descriptor(descriptor)
         .project(model_project)
@@ -303,6 +355,15 @@ impl Secrets {
             }
         }
         secrets
+    }
+
+    /// The variable that holds the LLM endpoint's key (`spec.llm.apiKey`, `--llm-api-key-env`).
+    fn llm_key(&mut self, name: Option<&str>) {
+        if let Some(name) = name {
+            self.own
+                .entry(name.to_owned())
+                .or_insert_with(|| "the LLM endpoint's API key".to_owned());
+        }
     }
 
     fn collect_config(&mut self, model: &str, value: &Value) {

@@ -234,6 +234,15 @@ pub(crate) fn describe_project(args: &DescribeArgs) -> anyhow::Result<()> {
     if let Some(listen) = &spec.listen {
         writeln!(out, "Listen:              {listen}")?;
     }
+    if let Some(llm) = &spec.llm {
+        // The key as stored: a `${env:VAR}` reference (apply refuses anything else).
+        let key = llm.api_key.as_deref().unwrap_or("-");
+        writeln!(
+            out,
+            "LLM endpoint:        {} (model {}, key {key})",
+            llm.url, llm.model
+        )?;
+    }
     Ok(())
 }
 

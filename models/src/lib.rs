@@ -20,6 +20,9 @@
 //! assert_eq!(names, ["split_then_page", "paginate", "section-split"]);
 //! ```
 //!
+//! [`summarize`] replaces large tool results with a summary from `ctx.llm()` and keeps the
+//! original readable through `paginate`'s `read_page`.
+//!
 //! [`audit`] only observes (SPEC F5), so it composes with any model; [`audit_log`] reads and
 //! checks the logs it writes.
 //!
@@ -50,6 +53,8 @@ mod paginate_file;
 mod passthrough_file;
 #[path = "section_split.rs"]
 mod section_split_file;
+#[path = "summarize.rs"]
+mod summarize_file;
 // Page cutting and the bounded store, shared by paginate and section-split.
 mod paging;
 // How section-split takes Markdown, JSON and YAML apart.
@@ -63,6 +68,7 @@ pub use gate_file::gate;
 pub use paginate_file::paginate;
 pub use passthrough_file::passthrough;
 pub use section_split_file::section_split;
+pub use summarize_file::{summarize, summarize_text};
 
 /// The names of the models this crate defines, sorted.
 ///
@@ -79,6 +85,8 @@ pub fn all() -> Vec<&'static str> {
         <paginate::Model as ProxyModel>::DESCRIPTOR.name,
         <passthrough::Model as ProxyModel>::DESCRIPTOR.name,
         <section_split::Model as ProxyModel>::DESCRIPTOR.name,
+        <summarize::Model as ProxyModel>::DESCRIPTOR.name,
+        <summarize_text::Model as ProxyModel>::DESCRIPTOR.name,
     ];
     names.sort_unstable();
     names

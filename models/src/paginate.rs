@@ -180,6 +180,23 @@ impl PageStore {
         first
     }
 
+    /// Stores a text for reading from its first page (what `summarize` keeps of the original);
+    /// returns the cursor of page 1 and the number of pages.
+    pub(crate) fn keep(
+        &mut self,
+        text: String,
+        page_bytes: usize,
+        limits: Limits,
+    ) -> (String, usize) {
+        let document = Document::new(text, page_bytes);
+        self.stored += 1;
+        let number = self.stored;
+        let pages = document.ends.len();
+        let size = document.text.len();
+        self.documents.insert(number, document, size, limits);
+        (format!("{:08x}-{number}-1", self.tag), pages)
+    }
+
     /// The page a cursor points to, with its footer, or why there is none.
     fn read(&mut self, cursor: &str, limits: Limits) -> Result<String, String> {
         let Some(parsed) = Cursor::parse(cursor) else {

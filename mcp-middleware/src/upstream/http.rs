@@ -729,6 +729,63 @@ pub(crate) async fn get_document(
         .map_err(|_| format!("GET {url} took longer than {} s", timeout.as_secs()))?
 }
 
+/// `POST url` with a JSON `body` and `headers` (an `http://` or `https://` URL), over the same
+/// hyper + rustls stack as the upstream client: the answer's status and body (at most `max`
+/// bytes). For JSON APIs the proxy calls on a model's behalf (`crate::llm`'s endpoint); the
+/// caller bounds the time.
+pub(crate) async fn post_json(
+    url: &str,
+    headers: &[(&str, String)],
+    body: Vec<u8>,
+    max: usize,
+) -> Result<(StatusCode, Bytes), String> {
+    let endpoint = Endpoint::parse(url)?;
+    let stream = tokio::net::TcpStream::connect(&endpoint.authority)
+        .await
+        .map_err(|err| format!("cannot connect to {}: {err}", endpoint.authority))?;
+    let mut request = Request::builder()
+        .method(Method::POST)
+        .uri(&endpoint.path)
+        .header("host", &endpoint.host)
+        .header("content-type", "application/json")
+        .header("accept", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    let request = request
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|_| "the request could not be built (a header value is not valid)".to_owned())?;
+    let failed = |err: hyper::Error| format!("POST {url} failed: {err}");
+    let response = if endpoint.tls {
+        let tls = tls_connector(&[])?;
+        let name = rustls_pki_types::ServerName::try_from(endpoint.server_name.clone())
+            .map_err(|err| format!("`{}` is not a TLS server name: {err}", endpoint.server_name))?;
+        let stream = tls
+            .connect(name, stream)
+            .await
+            .map_err(|err| format!("TLS with {} failed: {err}", endpoint.authority))?;
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(failed)?;
+        tokio::spawn(connection);
+        sender.send_request(request).await.map_err(failed)?
+    } else {
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(failed)?;
+        tokio::spawn(connection);
+        sender.send_request(request).await.map_err(failed)?
+    };
+    let status = response.status();
+    let body = http_body_util::Limited::new(response.into_body(), max)
+        .collect()
+        .await
+        .map_err(|err| {
+            format!("POST {url}: the answer could not be read (over {max} bytes?): {err}")
+        })?;
+    Ok((status, body.to_bytes()))
+}
+
 /// Whether `url` is `https://`, or `http://` to a loopback address (`localhost`, `127.x`,
 /// `[::1]`): the only places the proxy fetches keys from, so that no one on the path can
 /// swap them.

@@ -17,6 +17,8 @@ use std::fmt;
 use tokio::sync::mpsc;
 
 pub use env_refs::env_references;
+/// For other `${env:VAR}` settings resolved in the proxy (the LLM endpoint's key).
+pub(crate) use env_refs::resolve as resolve_env_refs;
 pub use environment::{DEFAULT_INHERITED, EnvPolicy};
 pub use http::HttpUpstream;
 pub use set::ServerSet;

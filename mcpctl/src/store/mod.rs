@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 
 pub use error::{Located, StoreError};
 pub use parse::{parse_documents, parse_every_document};
-pub use project::{ProjectSpec, Routes};
+pub use project::{ProjectLlm, ProjectSpec, Routes};
 pub use prompt::PromptSpec;
 pub use resource::{AnyResource, Kind, Project, Prompt, Resource, Server, Spec, valid_name};
 pub use server::{HttpSpec, ServerSpec, StdioSpec};

@@ -21,6 +21,10 @@
 //!   listen: 127.0.0.1:8080         # where `mcpctl serve` listens
 //!   auth:                          # how `mcpctl serve` identifies clients (see [`super::auth`])
 //!     jwt: { issuer: "https://login.example.com" }
+//!   llm:                           # the OpenAI-compatible endpoint models' `ctx.llm()` uses
+//!     url: http://127.0.0.1:11434/v1  #   when the client cannot sample ([`ProjectLlm`])
+//!     model: llama3.2
+//!     apiKey: ${env:OLLAMA_API_KEY}
 //! ```
 //!
 //! `gated: true` (deprecated) is read as `proxyModel: default` and a warning is logged;
@@ -77,9 +81,63 @@ pub struct ProjectSpec {
     /// How `mcpctl serve` identifies clients ([`ProjectAuth`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auth: Option<Box<ProjectAuth>>,
+    /// The OpenAI-compatible endpoint for models' LLM calls ([`ProjectLlm`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub llm: Option<Box<ProjectLlm>>,
     /// Set when the file said `gated: ...` (deprecated): what it said.
     #[serde(skip)]
     pub legacy_gated: Option<bool>,
+}
+
+/// `spec.llm`: the OpenAI-compatible endpoint (`POST {url}/chat/completions`) that models'
+/// `ctx.llm()` uses when the client did not declare sampling.
+///
+/// The key must be written `${env:VAR}`: it is read from the proxy's environment when a request
+/// is sent, so it never sits in the store or shows in `describe`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProjectLlm {
+    /// The API's base URL (`https://api.openai.com/v1`) or its full chat completions URL.
+    pub url: String,
+    /// The model to ask for.
+    pub model: String,
+    /// The API key, as `${env:VAR}`; absent for an endpoint without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+}
+
+impl ProjectLlm {
+    /// The library's endpoint for it.
+    pub fn endpoint(&self) -> mcp_middleware::llm::LlmEndpoint {
+        let endpoint = mcp_middleware::llm::LlmEndpoint::new(&self.url, &self.model);
+        match &self.api_key {
+            Some(key) => endpoint.api_key(key),
+            None => endpoint,
+        }
+    }
+
+    /// The first reason it cannot be used, naming the field.
+    fn check(&self) -> Result<(), String> {
+        if let Some(key) = &self.api_key {
+            let name = key
+                .strip_prefix("${env:")
+                .and_then(|rest| rest.strip_suffix('}'));
+            if !name.is_some_and(|name| !name.is_empty() && !name.contains(['$', '{', '}'])) {
+                return Err(
+                    "`llm.apiKey` must be a reference to an environment variable, `${env:VAR}`: \
+                     a key written in the project file would be stored and shown"
+                        .to_owned(),
+                );
+            }
+        }
+        // The library says `field: why`; here the field is `llm.field`.
+        self.endpoint()
+            .check()
+            .map_err(|why| match why.split_once(": ") {
+                Some((field, why)) => format!("`llm.{field}`: {why}"),
+                None => format!("`llm`: {why}"),
+            })
+    }
 }
 
 /// Which tools, resources and prompts skip the model chain or are hidden (SPEC P7).
@@ -207,6 +265,7 @@ struct RawProjectSpec {
     routes: Routes,
     listen: Option<String>,
     auth: Option<Box<ProjectAuth>>,
+    llm: Option<Box<ProjectLlm>>,
     gated: Option<bool>,
 }
 
@@ -255,6 +314,9 @@ impl TryFrom<RawProjectSpec> for ProjectSpec {
             auth.check()?;
         }
         raw.routes.check()?;
+        if let Some(llm) = &raw.llm {
+            llm.check()?;
+        }
         Ok(ProjectSpec {
             servers: raw.servers,
             prompts: raw.prompts,
@@ -265,6 +327,7 @@ impl TryFrom<RawProjectSpec> for ProjectSpec {
             routes: raw.routes,
             listen: raw.listen,
             auth: raw.auth,
+            llm: raw.llm,
             legacy_gated: raw.gated,
         })
     }

@@ -1,0 +1,166 @@
+//! A completion through the client's sampling: [`LlmRequest`] as `sampling/createMessage`
+//! params, and its result back as an [`LlmResponse`].
+//!
+//! Written on `serde_json` rather than rmcp's sampling types, which rmcp marks deprecated
+//! (SEP-2577) while the method is still what clients implement.
+
+use serde_json::{Map, Value, json};
+
+use super::{LlmError, LlmRequest, LlmResponse, LlmVia};
+use crate::context::Context;
+
+const VIA: LlmVia = LlmVia::ClientSampling;
+
+pub(super) async fn complete(ctx: &Context, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
+    let answer = ctx
+        .downstream()
+        .request("sampling/createMessage", Some(params(request)))
+        .await
+        .map_err(|err| LlmError::Failed {
+            via: VIA,
+            message: err.message.into_owned(),
+        })?;
+    response(&answer)
+}
+
+/// The `sampling/createMessage` params of a request.
+pub(super) fn params(request: &LlmRequest) -> Value {
+    let messages: Vec<Value> = request
+        .messages
+        .iter()
+        .map(|message| {
+            json!({
+                "role": message.role.as_str(),
+                "content": { "type": "text", "text": message.text },
+            })
+        })
+        .collect();
+    let mut params = Map::new();
+    params.insert("messages".to_owned(), Value::Array(messages));
+    if let Some(system) = &request.system {
+        params.insert("systemPrompt".to_owned(), json!(system));
+    }
+    params.insert("maxTokens".to_owned(), json!(request.max_tokens));
+    if let Some(temperature) = request.temperature {
+        params.insert("temperature".to_owned(), json!(temperature));
+    }
+    if !request.model_hints.is_empty() {
+        let hints: Vec<Value> = request
+            .model_hints
+            .iter()
+            .map(|name| json!({ "name": name }))
+            .collect();
+        params.insert("modelPreferences".to_owned(), json!({ "hints": hints }));
+    }
+    Value::Object(params)
+}
+
+/// The text of a `sampling/createMessage` result: its text content (one block, or the text
+/// blocks of an array, joined).
+pub(super) fn response(result: &Value) -> Result<LlmResponse, LlmError> {
+    let bad = |message: &str| LlmError::BadAnswer {
+        via: VIA,
+        message: message.to_owned(),
+    };
+    let content = result
+        .get("content")
+        .ok_or_else(|| bad("the result has no `content`"))?;
+    let blocks: Vec<&Value> = match content {
+        Value::Array(blocks) => blocks.iter().collect(),
+        block => vec![block],
+    };
+    let texts: Vec<&str> = blocks
+        .iter()
+        .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|block| block.get("text").and_then(Value::as_str))
+        .collect();
+    if texts.is_empty() {
+        return Err(bad("the result's content has no text"));
+    }
+    Ok(LlmResponse {
+        text: texts.join("\n"),
+        model: result
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        stop_reason: result
+            .get("stopReason")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        via: VIA,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::LlmMessage;
+
+    #[test]
+    fn llm_requests_map_to_create_message_params() {
+        let request = LlmRequest::conversation(vec![
+            LlmMessage::user("hi"),
+            LlmMessage::assistant("hello"),
+            LlmMessage::user("summarize"),
+        ])
+        .system("be brief")
+        .max_tokens(50)
+        .temperature(0.5)
+        .model_hint("claude");
+        assert_eq!(
+            params(&request),
+            json!({
+                "messages": [
+                    {"role": "user", "content": {"type": "text", "text": "hi"}},
+                    {"role": "assistant", "content": {"type": "text", "text": "hello"}},
+                    {"role": "user", "content": {"type": "text", "text": "summarize"}},
+                ],
+                "systemPrompt": "be brief",
+                "maxTokens": 50,
+                "temperature": 0.5,
+                "modelPreferences": {"hints": [{"name": "claude"}]},
+            })
+        );
+        let plain = params(&LlmRequest::new("x"));
+        assert_eq!(
+            plain,
+            json!({
+                "messages": [{"role": "user", "content": {"type": "text", "text": "x"}}],
+                "maxTokens": 1024,
+            })
+        );
+    }
+
+    #[test]
+    fn llm_create_message_results_map_to_responses() {
+        let single = json!({
+            "role": "assistant",
+            "content": {"type": "text", "text": "short"},
+            "model": "m1",
+            "stopReason": "endTurn",
+        });
+        let answer = response(&single).expect("a response");
+        assert_eq!(answer.text, "short");
+        assert_eq!(answer.model, "m1");
+        assert_eq!(answer.stop_reason.as_deref(), Some("endTurn"));
+        assert_eq!(answer.via, LlmVia::ClientSampling);
+
+        let array = json!({
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "a"},
+                {"type": "image", "data": "", "mimeType": "image/png"},
+                {"type": "text", "text": "b"},
+            ],
+            "model": "m2",
+        });
+        assert_eq!(response(&array).expect("a response").text, "a\nb");
+
+        let image = json!({"content": {"type": "image", "data": "", "mimeType": "image/png"}});
+        let err = response(&image).unwrap_err();
+        assert!(err.to_string().contains("no text"), "{err}");
+        let err = response(&json!({})).unwrap_err();
+        assert!(err.to_string().contains("no `content`"), "{err}");
+    }
+}
