@@ -52,6 +52,7 @@ pub mod pattern;
 pub mod project;
 pub mod proxy;
 pub mod registry;
+pub mod request_tap;
 pub mod routing;
 mod session;
 mod strict_json;
