@@ -569,3 +569,81 @@ fn the_flags_are_checked() {
     let public = home.run(&args).fails(1);
     assert!(public.contains("--admin-listen-public"), "{public}");
 }
+
+#[test]
+fn the_ui_cookie_authenticates_and_changes_need_the_csrf_header() {
+    let home = Home::new();
+    let served = Served::start(&home);
+    let wrong = http(&served.admin, "GET", "/ui/?token=not-it", &[], "");
+    assert_eq!(wrong.status, 303);
+    assert!(wrong.header("set-cookie").is_none());
+    let login = http(
+        &served.admin,
+        "GET",
+        &format!("/ui/?token={TOKEN}"),
+        &[],
+        "",
+    );
+    assert_eq!(login.status, 303);
+    // The token leaves the address: the redirect goes to the bare page.
+    assert_eq!(login.header("location").as_deref(), Some("/ui/"));
+    let set = login.header("set-cookie").expect("a cookie");
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
+    let cookie = set.split(';').next().unwrap().to_owned();
+    assert!(!cookie.contains(TOKEN));
+    let me = http(
+        &served.admin,
+        "GET",
+        "/api/whoami",
+        &[("Cookie", &cookie)],
+        "",
+    );
+    assert_eq!(me.status, 200, "{}", me.body);
+    assert_eq!(me.json()["subject"], "ops");
+    let csrf = me.json()["csrf"].as_str().expect("a CSRF token").to_owned();
+    let sessions = http(
+        &served.admin,
+        "GET",
+        "/api/sessions",
+        &[("Cookie", &cookie)],
+        "",
+    );
+    assert_eq!(sessions.status, 200);
+    let forged = http(
+        &served.admin,
+        "DELETE",
+        "/api/sessions/abc",
+        &[("Cookie", &cookie)],
+        "",
+    );
+    assert_eq!(forged.status, 403, "{}", forged.body);
+    let bad = http(
+        &served.admin,
+        "DELETE",
+        "/api/sessions/abc",
+        &[("Cookie", &cookie), ("X-Admin-CSRF", "guess")],
+        "",
+    );
+    assert_eq!(bad.status, 403);
+    let allowed = http(
+        &served.admin,
+        "DELETE",
+        "/api/sessions/abc",
+        &[("Cookie", &cookie), ("X-Admin-CSRF", &csrf)],
+        "",
+    );
+    assert_eq!(allowed.status, 404, "{}", allowed.body);
+    // Revoking the token in the file ends its UI logins too.
+    home.write("admin-tokens", "someone-else another-token-0123456789\n");
+    let revoked = http(
+        &served.admin,
+        "GET",
+        "/api/sessions",
+        &[("Cookie", &cookie)],
+        "",
+    );
+    assert_eq!(revoked.status, 401);
+}
