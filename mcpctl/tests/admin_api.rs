@@ -30,9 +30,24 @@ struct Served {
 }
 
 impl Served {
+    /// With the audit model.
     fn start(home: &Home) -> Self {
-        let tokens = home.write("admin-tokens", &format!("ops {TOKEN}\n"));
         let audit = home.path.join("audit.jsonl");
+        Self::start_with(
+            home,
+            &[
+                "--model",
+                "audit",
+                "--set",
+                &format!("audit.path={}", audit.display()),
+                "--set",
+                "audit.key=an-audit-key-for-the-test",
+            ],
+        )
+    }
+
+    fn start_with(home: &Home, model: &[&str]) -> Self {
+        let tokens = home.write("admin-tokens", &format!("ops {TOKEN}\n"));
         let mut child = home
             .command(&[
                 "serve",
@@ -43,15 +58,8 @@ impl Served {
             ])
             .arg("--admin-tokens")
             .arg(&tokens)
-            .args(["--model", "audit", "--set"])
-            .arg(format!("audit.path={}", audit.display()))
-            .args([
-                "--set",
-                "audit.key=an-audit-key-for-the-test",
-                "--log",
-                "info",
-                "--",
-            ])
+            .args(model)
+            .args(["--log", "info", "--"])
             .args(support::scripted_upstream())
             .env("SCRIPTED_TOOLS", "echo")
             .stdout(Stdio::null())
@@ -646,4 +654,61 @@ fn the_ui_cookie_authenticates_and_changes_need_the_csrf_header() {
         "",
     );
     assert_eq!(revoked.status, 401);
+}
+
+#[test]
+fn code_mode_over_rest() {
+    let home = Home::new();
+    let served = Served::start_with(&home, &["--model", "codemode"]);
+    let auth = format!("Bearer {TOKEN}");
+    let post = |path: &str, body: &str| {
+        http(
+            &served.admin,
+            "POST",
+            path,
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            body,
+        )
+    };
+    let found = post("/api/search", r#"{"query": "echo"}"#);
+    assert_eq!(found.status, 200, "{}", found.body);
+    assert!(found.body.contains("echo"), "{}", found.body);
+    let inspected = post("/api/inspect", r#"{"names": ["upstream.echo"]}"#);
+    assert_eq!(inspected.status, 200, "{}", inspected.body);
+    assert!(inspected.body.contains("echo"), "{}", inspected.body);
+    let executed = post(
+        "/api/execute",
+        r#"{"code": "return await upstream.echo({});"}"#,
+    );
+    assert_eq!(executed.status, 200, "{}", executed.body);
+    assert!(executed.body.contains("called echo"), "{}", executed.body);
+    assert_eq!(post("/api/execute", "[]").status, 400);
+    let text = admin(&served, "GET", "/metrics").body;
+    assert!(
+        text.contains("mcp_codemode_executions_total{outcome=\"ok\"} 1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn code_mode_endpoints_need_code_mode() {
+    let home = Home::new();
+    let served = Served::start_with(&home, &["--model", "passthrough"]);
+    let answer = http(
+        &served.admin,
+        "POST",
+        "/api/execute",
+        &[("Authorization", &format!("Bearer {TOKEN}"))],
+        r#"{"code": "return 1;"}"#,
+    );
+    assert_eq!(answer.status, 404);
+    assert!(
+        answer.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("codemode")
+    );
 }

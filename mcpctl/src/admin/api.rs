@@ -185,6 +185,46 @@ pub(crate) async fn call_tool(state: &AdminState, name: &str, body: &[u8]) -> Re
     }
 }
 
+/// `POST /api/search`, `/api/inspect`, `/api/execute`: code mode's `search_tools`, `inspect`
+/// and `execute` for agents that are not MCP clients, the body being the tool's arguments
+/// (`{"query": ...}`, `{"names": [...]}`, `{"code": ...}`). They run in the admin session,
+/// under the project's routes (hidden stays hidden); `404` unless the chain runs code mode.
+pub(crate) async fn code_mode(state: &AdminState, endpoint: &str, body: &[u8]) -> Response<Body> {
+    if !state.codemode {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("`/api/{endpoint}` needs a proxy that runs the `codemode` model"),
+        );
+    }
+    let tool = match endpoint {
+        "search" => "search_tools",
+        other => other,
+    };
+    let arguments = match serde_json::from_slice::<Value>(body) {
+        Ok(arguments @ Value::Object(_)) => arguments,
+        Ok(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "the body must be a JSON object: the tool's arguments",
+            );
+        }
+        Err(err) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("the body is not JSON: {err}"),
+            );
+        }
+    };
+    match state
+        .view
+        .request("tools/call", json!({"name": tool, "arguments": arguments}))
+        .await
+    {
+        Ok(result) => ok(result),
+        Err(err) => view_error(err),
+    }
+}
+
 fn session_json(session: &SessionSummary, model: &str) -> Value {
     json!({
         "id": session.id,

@@ -182,6 +182,12 @@ async fn handle(state: &AdminState, request: Request<Incoming>) -> Response<Body
                 Err(response) => response,
             }
         }
+        (&Method::POST, ["api", endpoint @ ("search" | "inspect" | "execute")]) => {
+            match read_body(request).await {
+                Ok(body) => api::code_mode(state, endpoint, &body).await,
+                Err(response) => response,
+            }
+        }
         (&Method::GET, ["api", "sessions"]) => api::sessions(state),
         (&Method::DELETE, ["api", "sessions", id]) => api::end_session(state, id, &caller.subject),
         (&Method::GET, ["api", "proxymodels"]) => api::proxy_models(state),

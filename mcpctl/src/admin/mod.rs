@@ -72,6 +72,8 @@ pub(crate) struct AdminState {
     /// `routes.restricted` names (tools under a per-caller restriction).
     pub(crate) restricted: Vec<Pattern>,
     pub(crate) audit: Option<AuditSource>,
+    /// Whether the chain runs code mode (`/api/search`, `/api/inspect`, `/api/execute`).
+    pub(crate) codemode: bool,
     #[cfg(feature = "metrics")]
     pub(crate) metrics: std::sync::Arc<metrics::Metrics>,
 }

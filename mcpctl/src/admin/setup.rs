@@ -28,6 +28,7 @@ pub(crate) struct Prepared {
     model: String,
     restricted: Vec<mcp_middleware::pattern::Pattern>,
     audit: Option<AuditSource>,
+    codemode: bool,
     #[cfg(feature = "metrics")]
     metrics: Arc<super::metrics::Metrics>,
 }
@@ -93,11 +94,9 @@ pub(crate) fn prepare(
         Some(project) => Some((Store::from_env()?, project.name.clone())),
         None => None,
     };
+    let codemode = build(proxy)?.chain()?.layer_names().contains(&"codemode");
     #[cfg(feature = "metrics")]
-    let metrics = {
-        let codemode = build(proxy)?.chain()?.layer_names().contains(&"codemode");
-        Arc::new(super::metrics::Metrics::new(servers.clone(), codemode))
-    };
+    let metrics = Arc::new(super::metrics::Metrics::new(servers.clone(), codemode));
     Ok(Some(Prepared {
         listener,
         tokens,
@@ -106,6 +105,7 @@ pub(crate) fn prepare(
         model,
         restricted,
         audit,
+        codemode,
         #[cfg(feature = "metrics")]
         metrics,
     }))
@@ -199,6 +199,7 @@ impl Ready {
             model: p.model,
             restricted: p.restricted,
             audit: p.audit,
+            codemode: p.codemode,
             #[cfg(feature = "metrics")]
             metrics: p.metrics,
         });
