@@ -34,6 +34,8 @@
 //! - [`upstream`]: the servers behind the proxy.
 //! - [`registry`]: the proxy models linked into a binary.
 //! - [`routing`]: hidden and pass-through routes (SPEC P7).
+//! - [`request_tap`]: what the embedding binary learns of every finished request (metrics,
+//!   traces).
 // `deny`, not `forbid`: `upstream::parent_death` allows it for its one `pre_exec`.
 #![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
@@ -54,6 +56,7 @@ pub mod pattern;
 pub mod project;
 pub mod proxy;
 pub mod registry;
+pub mod request_tap;
 pub mod routing;
 mod session;
 mod strict_json;

@@ -222,6 +222,10 @@ pub(crate) fn init_logging(cli: &Cli) -> anyhow::Result<()> {
             .init();
         return Ok(());
     }
+    // The long-running commands also keep the last lines for the admin API's log tail.
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let ring = crate::admin::logs::RingLayer;
     match &cli.log_file {
         Some(path) => {
             let file = std::fs::OpenOptions::new()
@@ -232,11 +236,15 @@ pub(crate) fn init_logging(cli: &Cli) -> anyhow::Result<()> {
             builder
                 .with_ansi(false)
                 .with_writer(std::sync::Mutex::new(file))
+                .finish()
+                .with(ring)
                 .init();
         }
         None => builder
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .with_writer(std::io::stderr)
+            .finish()
+            .with(ring)
             .init(),
     }
     Ok(())

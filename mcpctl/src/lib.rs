@@ -30,6 +30,7 @@
 // The command modules name the store by the crate's public name, as a downstream crate would.
 extern crate self as mcpctl;
 
+mod admin;
 mod apply;
 mod audit;
 mod cli;

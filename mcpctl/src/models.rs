@@ -133,7 +133,7 @@ pub(crate) fn refuse_delete(names: &[String]) -> anyhow::Result<()> {
     )
 }
 
-fn summary(model: &ModelDescriptor) -> Value {
+pub(crate) fn summary(model: &ModelDescriptor) -> Value {
     json!({
         "name": model.name,
         "summary": model.summary,

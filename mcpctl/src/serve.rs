@@ -58,6 +58,27 @@ pub(crate) struct ServeArgs {
     pub(crate) max_body_bytes: usize,
     #[command(flatten)]
     pub(crate) identity: Box<IdentityArgs>,
+    #[command(flatten)]
+    pub(crate) admin: AdminArgs,
+}
+
+/// The admin listener (off unless asked for).
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Admin listener")]
+pub(crate) struct AdminArgs {
+    /// Serve the admin API, web UI (/ui/) and /metrics on this address (loopback unless
+    /// --admin-listen-public). Needs --admin-tokens.
+    #[arg(long, value_name = "ADDR", requires = "admin_tokens")]
+    pub(crate) admin_listen: Option<SocketAddr>,
+    /// The admin tokens, in the --tokens format (`SUBJECT TOKEN` or `SUBJECT sha256:HEX` per
+    /// line), read again whenever the file changes.
+    #[arg(long, value_name = "FILE", requires = "admin_listen")]
+    pub(crate) admin_tokens: Option<PathBuf>,
+    /// Let --admin-listen be a non-loopback address. The admin API can end sessions, call
+    /// tools and rewrite the store, and it speaks plain HTTP: put it on another host only
+    /// behind a TLS-terminating proxy or a private network.
+    #[arg(long, requires = "admin_listen")]
+    pub(crate) admin_listen_public: bool,
 }
 
 /// How clients are identified, and HTTPS.
@@ -293,7 +314,12 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         options = options.allow_origin(origin);
     }
     let (options, issuer_keys) = args.identity.apply(options, project_auth)?;
-    let proxy = build(&args.proxy)?;
+    let admin = crate::admin::setup::prepare(&args.admin, &args.proxy, stored.as_ref())?;
+    let proxy = match &admin {
+        Some(admin) => admin.tap(build(&args.proxy)?),
+        None => build(&args.proxy)?,
+    };
+    let admin = admin.map(|admin| admin.with_factory(args.proxy));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -307,6 +333,10 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         // The one line a person (or a test harness) starting it needs: the URL, with the port
         // when `--listen` said 0.
         eprintln!("listening on {}", server.url());
+        let admin = match admin {
+            Some(admin) => Some(admin.start(server.sessions()).await?),
+            None => None,
+        };
         let mut stopped = Ok(());
         server
             .shutdown_on(async {
@@ -316,6 +346,9 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
                 }
             })
             .await;
+        if let Some(admin) = admin {
+            admin.shutdown().await;
+        }
         Ok(stopped?)
     })
 }

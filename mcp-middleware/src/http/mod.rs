@@ -127,6 +127,7 @@ use std::sync::Arc;
 
 pub use handler::SUPPORTED_VERSIONS;
 pub use options::HttpOptions;
+pub use registry::{SessionSummary, Sessions};
 pub use reject::{HEADER_MISMATCH, SERVER_ERROR, UNAUTHORIZED};
 pub use resource::ProtectedResource;
 pub use server::HttpServer;

@@ -66,6 +66,8 @@ pub(crate) struct SessionHandle {
     pub(crate) ended: CancellationToken,
     closing: AtomicBool,
     reason: Mutex<Option<String>>,
+    /// What the admin API shows of it ([`SessionSummary`]).
+    stats: SessionStats,
 }
 
 impl SessionHandle {
@@ -79,6 +81,7 @@ impl SessionHandle {
     /// Hands a client message to the core session.
     pub(crate) async fn send(&self, line: String) -> Result<(), Reject> {
         self.touch();
+        self.stats.saw(&line);
         self.events
             .send(Event::Client(Frame::Line(line)))
             .await
@@ -290,6 +293,7 @@ impl Registry {
             ended: CancellationToken::new(),
             closing: AtomicBool::new(false),
             reason: Mutex::new(None),
+            stats: SessionStats::default(),
         });
         let mut run = tokio::spawn(session.run(events_rx));
         let router = handle.clone();
@@ -462,4 +466,169 @@ fn new_session_id() -> Result<String, Reject> {
 /// The start of a session id, enough to tell sessions apart in logs without giving the id away.
 pub(crate) fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
+}
+
+/// One open HTTP session as an operator sees it (the admin API's `GET /api/sessions`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionSummary {
+    /// The `Mcp-Session-Id` (`stateless:CLIENT` for a stateless session).
+    pub id: String,
+    /// Who started it ([`Identity::principal`]).
+    pub principal: String,
+    /// The client's name and version from its `initialize` (a stateless client's name from its
+    /// `_meta`), when it sent them.
+    pub client_name: Option<String>,
+    /// See `client_name`.
+    pub client_version: Option<String>,
+    /// When it started.
+    pub started_at: std::time::SystemTime,
+    /// When the client last sent it something.
+    pub last_activity_at: std::time::SystemTime,
+    /// How many requests the client has sent it.
+    pub requests: u64,
+    /// How many SSE streams its requests hold open (one per request in flight).
+    pub open_streams: usize,
+}
+
+/// Counts kept per session for [`SessionSummary`]: written by `send`, read by the admin API.
+#[derive(Debug)]
+struct SessionStats {
+    started_at: std::time::SystemTime,
+    requests: std::sync::atomic::AtomicU64,
+    client: Mutex<Option<(Option<String>, Option<String>)>>,
+}
+
+impl Default for SessionStats {
+    fn default() -> Self {
+        Self {
+            started_at: std::time::SystemTime::now(),
+            requests: std::sync::atomic::AtomicU64::new(0),
+            client: Mutex::new(None),
+        }
+    }
+}
+
+impl SessionStats {
+    /// Counts a request, and takes the client's name and version from the first message that
+    /// carries them (`initialize`'s `clientInfo`, or a 2026-07-28 request's `_meta`).
+    fn saw(&self, line: &str) {
+        let Ok(jsonrpc::Message::Request { params, .. }) = jsonrpc::Message::parse(line) else {
+            return;
+        };
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let Ok(mut client) = self.client.lock() else {
+            return;
+        };
+        if client.is_some() {
+            return;
+        }
+        let Some(Ok(params)) = params.map(serde_json::from_str::<serde_json::Value>) else {
+            return;
+        };
+        let info = params.get("clientInfo").or_else(|| {
+            params
+                .get("_meta")
+                .and_then(|m| m.get("io.modelcontextprotocol/clientInfo"))
+        });
+        if let Some(info) = info {
+            let text = |key: &str| info.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+            *client = Some((text("name"), text("version")));
+        }
+    }
+}
+
+impl SessionHandle {
+    fn summary(&self) -> SessionSummary {
+        let now = Instant::now();
+        let (client_name, client_version) = self
+            .stats
+            .client
+            .lock()
+            .ok()
+            .and_then(|c| c.clone())
+            .unwrap_or_default();
+        SessionSummary {
+            id: self.id.to_string(),
+            principal: self.principal.clone(),
+            client_name,
+            client_version,
+            started_at: self.stats.started_at,
+            last_activity_at: std::time::SystemTime::now() - self.idle_for(now),
+            requests: self.stats.requests.load(Ordering::Relaxed),
+            open_streams: self.streams.lock().map_or(0, |s| s.in_flight()),
+        }
+    }
+}
+
+impl Registry {
+    /// Every open session, for the admin API: stateful ones by start time, then stateless ones.
+    pub(crate) fn summaries(&self) -> Vec<SessionSummary> {
+        let mut all: Vec<SessionSummary> = self
+            .all()
+            .iter()
+            .filter(|h| h.is_open())
+            .map(|h| h.summary())
+            .collect();
+        all.sort_by(|a, b| a.started_at.cmp(&b.started_at).then(a.id.cmp(&b.id)));
+        all
+    }
+
+    /// Ends the session `id` whoever started it (the admin API's `DELETE /api/sessions/{id}`):
+    /// its client's next request gets `404`. Returns whether it was open.
+    pub(crate) fn end_as_admin(&self, id: &str, reason: &str) -> bool {
+        let stateful = self.stateful.lock().ok().and_then(|mut m| m.remove(id));
+        let handle = stateful.or_else(|| {
+            let mut map = self.stateless.lock().ok()?;
+            let key = map
+                .iter()
+                .find(|(_, h)| &*h.id == id)
+                .map(|(k, _)| k.clone())?;
+            map.remove(&key)
+        });
+        match handle {
+            Some(handle) if handle.is_open() => {
+                handle.close(reason);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The open sessions of an [`HttpServer`](super::HttpServer), for an operator: list them, end
+/// one. Cheap to clone; from [`HttpServer::sessions`](super::HttpServer::sessions).
+///
+/// ```no_run
+/// use mcp_middleware::{Proxy, http::HttpOptions, upstream::StdioServer};
+///
+/// # async fn run() -> Result<(), mcp_middleware::ProxyError> {
+/// let server = Proxy::new(StdioServer::new("my-server")).serve_http(HttpOptions::default()).await?;
+/// let sessions = server.sessions();
+/// for session in sessions.list() {
+///     println!("{} {}", session.id, session.principal);
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Sessions(pub(crate) Arc<Registry>);
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions").finish_non_exhaustive()
+    }
+}
+
+impl Sessions {
+    /// Every open session.
+    pub fn list(&self) -> Vec<SessionSummary> {
+        self.0.summaries()
+    }
+
+    /// Ends the session `id` (its upstream stops; its client's next request gets `404`), giving
+    /// `reason` to requests still open in it. Returns whether such a session was open.
+    pub fn end(&self, id: &str, reason: &str) -> bool {
+        self.0.end_as_admin(id, reason)
+    }
 }

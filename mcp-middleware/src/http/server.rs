@@ -70,6 +70,7 @@ pub struct HttpServer {
     url: String,
     stop: CancellationToken,
     task: JoinHandle<()>,
+    sessions: super::registry::Sessions,
 }
 
 impl HttpServer {
@@ -92,6 +93,11 @@ impl HttpServer {
         let _ = self.task.await;
     }
 
+    /// The open sessions, for an operator (list, end one).
+    pub fn sessions(&self) -> super::registry::Sessions {
+        self.sessions.clone()
+    }
+
     /// Serves until `signal` resolves, then [shuts down](Self::shutdown).
     pub async fn shutdown_on(self, signal: impl Future<Output = ()>) {
         tokio::select! {
@@ -112,12 +118,13 @@ pub(crate) fn start(
     let scheme = if front.tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{local_addr}{}", registry.options().path);
     let stop = CancellationToken::new();
-    let task = tokio::spawn(serve(listener, registry, front, stop.clone()));
+    let task = tokio::spawn(serve(listener, registry.clone(), front, stop.clone()));
     Ok(HttpServer {
         local_addr,
         url,
         stop,
         task,
+        sessions: super::registry::Sessions(registry),
     })
 }
 

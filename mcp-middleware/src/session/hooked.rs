@@ -419,6 +419,7 @@ impl Session {
                 tracing::warn!(model = layer.name, "an observer panicked");
             }
         }
+        self.chain.taps().finished(ctx, &observation);
     }
 
     /// Serves what a hook task asks of the loop.

@@ -1,0 +1,525 @@
+//! The `/api/*` endpoints. JSON bodies are camelCase, lists come in an object named after them,
+//! and errors are `{"error": {"message": ...}}` with the matching status.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use http_body_util::{BodyExt as _, Full, StreamBody, combinators::BoxBody};
+use hyper::body::Frame;
+use hyper::{Response, StatusCode, header};
+use mcp_middleware::http::SessionSummary;
+use mcp_middleware_models::audit::KeySource;
+use mcp_middleware_models::audit_log::{Anchor, AuditKey, Verdict, verify, verify_with_anchor};
+use mcpctl::store::{
+    AnyResource, ProjectSpec, PromptSpec, ServerSpec, Store, parse_every_document,
+};
+use serde_json::{Value, json};
+
+use super::AdminState;
+use super::view::ViewError;
+
+/// A response body: whole, or streamed (SSE).
+pub(crate) type Body = BoxBody<Bytes, Infallible>;
+
+/// A JSON answer.
+pub(crate) fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(value.to_string())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    response
+}
+
+/// An error answer: `{"error": {"message": MESSAGE}}`.
+pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response<Body> {
+    json_response(status, &json!({"error": {"message": message.into()}}))
+}
+
+fn ok(value: Value) -> Response<Body> {
+    json_response(StatusCode::OK, &value)
+}
+
+fn rfc3339(time: std::time::SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(time).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn view_error(err: ViewError) -> Response<Body> {
+    match err {
+        ViewError::Rpc { code, message } => json_response(
+            StatusCode::BAD_GATEWAY,
+            &json!({"error": {"message": message, "code": code}}),
+        ),
+        other => error(StatusCode::BAD_GATEWAY, other.to_string()),
+    }
+}
+
+/// `GET /api/servers`.
+pub(crate) async fn servers(state: &AdminState) -> Response<Body> {
+    // The servers' tools come from the admin session: starting it also brings the status
+    // file up to date.
+    let tools = state.view.tools().await;
+    let states = status_file(state);
+    let restarts = super::logs::buffer().upstream_restarts();
+    let view_error = tools.as_ref().err().map(ToString::to_string);
+    let servers: Vec<Value> = state
+        .servers
+        .names
+        .iter()
+        .map(|name| {
+            let tool_count = tools.as_ref().map_or(0, |tools| {
+                tools
+                    .iter()
+                    .filter(|t| {
+                        state
+                            .servers
+                            .server_of(t.get("name").and_then(Value::as_str))
+                            == *name
+                    })
+                    .count()
+            });
+            let recorded = states
+                .iter()
+                .find(|s| s.get("name").and_then(Value::as_str) == Some(name));
+            let (status, last_error) = match (recorded, &view_error) {
+                (Some(s), _) if s.get("state").and_then(Value::as_str) == Some("down") => (
+                    "failed",
+                    s.get("reason").and_then(Value::as_str).map(str::to_owned),
+                ),
+                (Some(_), _) => ("running", None),
+                (None, Some(err)) => ("failed", Some(err.clone())),
+                (None, None) => ("running", None),
+            };
+            json!({
+                "name": name,
+                "status": status,
+                "toolCount": tool_count,
+                "lastError": last_error,
+                "restarts": restarts,
+            })
+        })
+        .collect();
+    ok(json!({ "servers": servers }))
+}
+
+/// The states the project's server set last wrote (several servers only).
+fn status_file(state: &AdminState) -> Vec<Value> {
+    let Some((store, project)) = &state.project else {
+        return Vec::new();
+    };
+    if state.servers.names.len() < 2 {
+        return Vec::new();
+    }
+    let path = crate::proxy::status_file(store, project);
+    std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Vec<Value>>(&text).ok())
+        .unwrap_or_default()
+}
+
+/// `GET /api/tools`.
+pub(crate) async fn tools(state: &AdminState) -> Response<Body> {
+    match state.view.tools().await {
+        Ok(tools) => {
+            let tools: Vec<Value> = tools
+                .into_iter()
+                .map(|mut tool| {
+                    let name = tool.get("name").and_then(Value::as_str).map(str::to_owned);
+                    if let Some(object) = tool.as_object_mut() {
+                        object.insert(
+                            "server".into(),
+                            json!(state.servers.server_of(name.as_deref())),
+                        );
+                        let restricted = name.as_deref().is_some_and(|n| {
+                            mcp_middleware::pattern::any_matches(&state.restricted, n)
+                        });
+                        object.insert("restricted".into(), json!(restricted));
+                    }
+                    tool
+                })
+                .collect();
+            ok(json!({ "tools": tools }))
+        }
+        Err(err) => view_error(err),
+    }
+}
+
+/// `POST /api/tools/{name}/call` with `{"arguments": {...}}` (or no body): the tool's result as
+/// `tools/call` returns it.
+pub(crate) async fn call_tool(state: &AdminState, name: &str, body: &[u8]) -> Response<Body> {
+    let arguments = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        match serde_json::from_slice::<Value>(body) {
+            Ok(Value::Object(mut object)) => object.remove("arguments").unwrap_or(json!({})),
+            Ok(_) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "the body must be a JSON object: {\"arguments\": {...}}",
+                );
+            }
+            Err(err) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("the body is not JSON: {err}"),
+                );
+            }
+        }
+    };
+    if !arguments.is_object() {
+        return error(StatusCode::BAD_REQUEST, "`arguments` must be a JSON object");
+    }
+    match state
+        .view
+        .request("tools/call", json!({"name": name, "arguments": arguments}))
+        .await
+    {
+        Ok(result) => ok(result),
+        Err(err) => view_error(err),
+    }
+}
+
+/// `POST /api/search`, `/api/inspect`, `/api/execute`: code mode's `search_tools`, `inspect`
+/// and `execute` for agents that are not MCP clients, the body being the tool's arguments
+/// (`{"query": ...}`, `{"names": [...]}`, `{"code": ...}`). They run in the admin session,
+/// under the project's routes (hidden stays hidden); `404` unless the chain runs code mode.
+pub(crate) async fn code_mode(state: &AdminState, endpoint: &str, body: &[u8]) -> Response<Body> {
+    if !state.codemode {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("`/api/{endpoint}` needs a proxy that runs the `codemode` model"),
+        );
+    }
+    let tool = match endpoint {
+        "search" => "search_tools",
+        other => other,
+    };
+    let arguments = match serde_json::from_slice::<Value>(body) {
+        Ok(arguments @ Value::Object(_)) => arguments,
+        Ok(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "the body must be a JSON object: the tool's arguments",
+            );
+        }
+        Err(err) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("the body is not JSON: {err}"),
+            );
+        }
+    };
+    match state
+        .view
+        .request("tools/call", json!({"name": tool, "arguments": arguments}))
+        .await
+    {
+        Ok(result) => ok(result),
+        Err(err) => view_error(err),
+    }
+}
+
+fn session_json(session: &SessionSummary, model: &str) -> Value {
+    json!({
+        "id": session.id,
+        "principal": session.principal,
+        "clientName": session.client_name,
+        "clientVersion": session.client_version,
+        "model": model,
+        "startedAt": rfc3339(session.started_at),
+        "lastActivityAt": rfc3339(session.last_activity_at),
+        "requests": session.requests,
+        "openStreams": session.open_streams,
+    })
+}
+
+/// `GET /api/sessions`.
+pub(crate) fn sessions(state: &AdminState) -> Response<Body> {
+    let sessions: Vec<Value> = state
+        .sessions
+        .list()
+        .iter()
+        .map(|s| session_json(s, &state.model))
+        .collect();
+    ok(json!({ "sessions": sessions }))
+}
+
+/// `DELETE /api/sessions/{id}`.
+pub(crate) fn end_session(state: &AdminState, id: &str, by: &str) -> Response<Body> {
+    if state
+        .sessions
+        .end(id, "the session was ended by an administrator")
+    {
+        tracing::info!(session = %id.get(..8).unwrap_or(id), admin = by, "session ended by an administrator");
+        ok(json!({"ended": id}))
+    } else {
+        error(StatusCode::NOT_FOUND, format!("no open session `{id}`"))
+    }
+}
+
+/// `GET /api/proxymodels`.
+pub(crate) fn proxy_models(state: &AdminState) -> Response<Body> {
+    match mcp_middleware::registry::models() {
+        Ok(models) => {
+            let models: Vec<Value> = models
+                .into_iter()
+                .map(|m| {
+                    let mut summary = crate::models::summary(m);
+                    if let Some(object) = summary.as_object_mut() {
+                        object.insert("running".into(), json!(m.name == state.model));
+                    }
+                    summary
+                })
+                .collect();
+            ok(json!({ "proxyModels": models }))
+        }
+        Err(err) => error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string()),
+    }
+}
+
+/// `GET /api/project`: the project, its servers and prompts as stored (so secrets show as
+/// the `${env:VAR}` references they are written as), and the model running.
+pub(crate) fn project(state: &AdminState) -> Response<Body> {
+    let Some((store, name)) = &state.project else {
+        return ok(json!({
+            "project": null,
+            "model": state.model,
+            "servers": state.servers.names,
+        }));
+    };
+    let documents = || -> Result<Value, mcpctl::store::StoreError> {
+        let project = store.get::<ProjectSpec>(name)?;
+        let mut servers = Vec::new();
+        for server in &project.spec.servers {
+            servers.push(
+                serde_json::to_value(store.get::<ServerSpec>(server)?.to_document())
+                    .unwrap_or(Value::Null),
+            );
+        }
+        let mut prompts = Vec::new();
+        for prompt in &project.spec.prompts {
+            prompts.push(
+                serde_json::to_value(store.get::<PromptSpec>(prompt)?.to_document())
+                    .unwrap_or(Value::Null),
+            );
+        }
+        Ok(json!({
+            "project": serde_json::to_value(project.to_document()).unwrap_or(Value::Null),
+            "model": state.model,
+            "servers": servers,
+            "prompts": prompts,
+        }))
+    };
+    match documents() {
+        Ok(value) => ok(value),
+        Err(err) => error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string()),
+    }
+}
+
+/// `GET /api/audit?tail=N`: the last N records (default 50) and the chain's verification.
+pub(crate) fn audit(state: &AdminState, tail: usize) -> Response<Body> {
+    let Some(source) = &state.audit else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "this proxy writes no audit log (its model chain has no `audit` with a `path`)",
+        );
+    };
+    let key = match &source.key {
+        KeySource::Inline(key) => AuditKey::new(key),
+        KeySource::Env(name) => AuditKey::from_env(name),
+        KeySource::File(path) => AuditKey::from_file(path),
+    };
+    let verification = match key {
+        Err(err) => json!({"state": "unverified", "message": err.to_string()}),
+        Ok(key) => {
+            let verdict = match &source.anchor {
+                Some(anchor) => Anchor::read(anchor)
+                    .and_then(|anchor| verify_with_anchor(&source.path, &key, &anchor)),
+                None => verify(&source.path, &key),
+            };
+            match verdict {
+                Ok(Verdict::Intact {
+                    records, restarts, ..
+                }) => json!({
+                    "state": "intact", "records": records, "restarts": restarts.len(),
+                }),
+                Ok(Verdict::Broken { line, reason }) => json!({
+                    "state": "broken", "line": line, "message": reason,
+                }),
+                Ok(Verdict::Truncated {
+                    records,
+                    last_seq,
+                    anchor,
+                }) => json!({
+                    "state": "truncated", "records": records, "lastSeq": last_seq,
+                    "message": format!("the anchor names record {}", anchor.seq),
+                }),
+                Ok(_) => json!({"state": "unverified", "message": "unknown verdict"}),
+                Err(err) => json!({"state": "unverified", "message": err.to_string()}),
+            }
+        }
+    };
+    let text = std::fs::read_to_string(&source.path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let records: Vec<Value> = lines[lines.len().saturating_sub(tail)..]
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| json!({"unreadable": line})))
+        .collect();
+    ok(json!({
+        "path": source.path.display().to_string(),
+        "verification": verification,
+        "records": records,
+    }))
+}
+
+/// `GET /api/logs?tail=N`, and with `follow` an SSE stream: the tail, then each new line as
+/// an event `log` whose data is the line's JSON.
+pub(crate) fn logs(tail: Option<usize>, follow: bool) -> Response<Body> {
+    let buffer = super::logs::buffer();
+    if !follow {
+        return ok(json!({ "logs": buffer.tail(tail) }));
+    }
+    let receiver = buffer.subscribe();
+    let first: Vec<Result<Frame<Bytes>, Infallible>> = buffer
+        .tail(tail.or(Some(100)))
+        .iter()
+        .map(|line| Ok(sse_event(line)))
+        .collect();
+    let live = tokio_stream_of(receiver);
+    let stream = futures_util::stream::iter(first).chain(live);
+    let mut response = Response::new(http_body_util::BodyExt::boxed(StreamBody::new(stream)));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/event-stream"),
+    );
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    response
+}
+
+fn sse_event(line: &super::logs::LogLine) -> Frame<Bytes> {
+    let data = serde_json::to_string(line).unwrap_or_default();
+    Frame::data(Bytes::from(format!("event: log\ndata: {data}\n\n")))
+}
+
+/// New log lines as SSE frames, until the client goes away (a lagging follower skips what it
+/// missed, with a comment saying so).
+fn tokio_stream_of(
+    receiver: tokio::sync::broadcast::Receiver<super::logs::LogLine>,
+) -> impl futures_util::Stream<Item = Result<Frame<Bytes>, Infallible>> {
+    futures_util::stream::unfold(receiver, |mut receiver| async move {
+        use tokio::sync::broadcast::error::RecvError;
+        match receiver.recv().await {
+            Ok(line) => Some((Ok(sse_event(&line)), receiver)),
+            Err(RecvError::Lagged(n)) => Some((
+                Ok(Frame::data(Bytes::from(format!(": skipped {n} lines\n\n")))),
+                receiver,
+            )),
+            Err(RecvError::Closed) => None,
+        }
+    })
+}
+
+/// `POST /api/apply`: YAML (`application/yaml`) or JSON (`application/json`) resource
+/// documents, checked like `mcpctl apply -f` and written together, or not at all.
+pub(crate) fn apply(state: &AdminState, content_type: &str, body: &[u8]) -> Response<Body> {
+    let Ok(text) = std::str::from_utf8(body) else {
+        return apply_errors(vec![
+            json!({"document": null, "line": null, "field": null, "message": "the body is not UTF-8"}),
+        ]);
+    };
+    let mime = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let yaml = match mime.as_str() {
+        "application/yaml" | "application/x-yaml" | "text/yaml" => text.to_owned(),
+        // JSON is YAML; a JSON array holds several documents.
+        "application/json" => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Array(documents)) => documents
+                .iter()
+                .map(Value::to_string)
+                .collect::<Vec<_>>()
+                .join("\n---\n"),
+            Ok(document) => document.to_string(),
+            Err(err) => {
+                return apply_errors(vec![
+                    json!({"document": 0, "line": err.line(), "field": null, "message": format!("not JSON: {err}")}),
+                ]);
+            }
+        },
+        _ => {
+            return error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "send resource documents as `Content-Type: application/yaml` or `application/json`",
+            );
+        }
+    };
+    let resources: Vec<AnyResource> = match parse_every_document("request", &yaml) {
+        Ok(resources) => resources,
+        Err(wrong) => {
+            return apply_errors(
+                wrong
+                    .iter()
+                    .map(|e| json!({"document": e.file, "line": e.line, "field": e.field, "message": e.message}))
+                    .collect(),
+            );
+        }
+    };
+    if resources.is_empty() {
+        return apply_errors(vec![
+            json!({"document": null, "line": null, "field": null, "message": "no resources: expected documents with `kind: Server`, `kind: Prompt` or `kind: Project`"}),
+        ]);
+    }
+    let store = match &state.project {
+        Some((store, _)) => Ok(store.clone()),
+        None => Store::from_env(),
+    };
+    let applied = store.and_then(|store| store.apply(resources));
+    match applied {
+        Ok(applied) => {
+            let results: Vec<Value> = applied
+                .iter()
+                .map(|a| json!({"kind": a.kind.title(), "name": a.name, "action": a.action.as_str()}))
+                .collect();
+            ok(json!({
+                "results": results,
+                "note": "written to the store; a running serve uses the new configuration once restarted",
+            }))
+        }
+        Err(err) => apply_errors(vec![
+            json!({"document": null, "line": null, "field": null, "message": err.to_string()}),
+        ]),
+    }
+}
+
+fn apply_errors(errors: Vec<Value>) -> Response<Body> {
+    json_response(StatusCode::BAD_REQUEST, &json!({ "errors": errors }))
+}
+
+/// `GET /metrics`.
+#[cfg(feature = "metrics")]
+pub(crate) fn metrics(state: &AdminState) -> Response<Body> {
+    let text = state.metrics.encode(
+        state.sessions.list().len(),
+        super::logs::buffer().upstream_restarts(),
+    );
+    let mut response = Response::new(Full::new(Bytes::from(text)).boxed());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+    );
+    response
+}
