@@ -39,6 +39,7 @@ use tokio::sync::{Mutex, mpsc};
 
 use super::env_refs;
 use super::sse::{Cursor, SseReader};
+use super::token_exchange::{Caller, TokenExchange};
 use super::{UpstreamEvent, UpstreamLink};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Message};
@@ -59,6 +60,9 @@ pub struct HttpUpstream {
     url: String,
     headers: Vec<(String, String)>,
     ca_files: Vec<std::path::PathBuf>,
+    /// Token exchange for `Authorization` (issue 17), and the session's caller it exchanges for.
+    token_exchange: Option<TokenExchange>,
+    caller: Option<Caller>,
 }
 
 impl HttpUpstream {
@@ -68,7 +72,24 @@ impl HttpUpstream {
             url: url.into(),
             headers: Vec::new(),
             ca_files: Vec::new(),
+            token_exchange: None,
+            caller: None,
         }
+    }
+
+    /// Sends `Authorization: Bearer TOKEN` where `TOKEN` is exchanged for the caller's own
+    /// verified token at the configured endpoint (RFC 8693, see [`TokenExchange`]); the caller's
+    /// token itself is never sent. A static `Authorization` header is then not sent.
+    pub fn token_exchange(mut self, exchange: TokenExchange) -> Self {
+        self.token_exchange = Some(exchange);
+        self
+    }
+
+    /// This server as one session's upstream: token exchange acts for `caller`.
+    pub(crate) fn for_caller(&self, caller: &Caller) -> Self {
+        let mut bound = self.clone();
+        bound.caller = Some(caller.clone());
+        bound
     }
 
     /// Also trusts the certificate authorities in this PEM file, for an `https://` server whose
@@ -110,8 +131,14 @@ impl HttpUpstream {
         } else {
             None
         };
+        if let Some(exchange) = &self.token_exchange {
+            exchange.check().map_err(fail)?;
+        }
         let mut headers = Vec::new();
         for (name, value) in &self.headers {
+            if self.token_exchange.is_some() && name.eq_ignore_ascii_case("authorization") {
+                continue;
+            }
             let value = env_refs::resolve(std::ffi::OsStr::new(value)).map_err(fail)?;
             headers.push((name.clone(), value.to_string_lossy().into_owned()));
         }
@@ -129,6 +156,8 @@ impl HttpUpstream {
             endpoint,
             tls,
             headers,
+            token_exchange: self.token_exchange.clone(),
+            caller: self.caller.clone(),
             max_line,
             up,
             session: Mutex::new(SessionState::default()),
@@ -238,6 +267,8 @@ struct Client {
     endpoint: Endpoint,
     tls: Option<tokio_rustls::TlsConnector>,
     headers: Vec<(String, String)>,
+    token_exchange: Option<TokenExchange>,
+    caller: Option<Caller>,
     max_line: usize,
     up: Up,
     session: Mutex<SessionState>,
@@ -588,6 +619,10 @@ impl Client {
         for (name, value) in &self.headers {
             builder = builder.header(name, value);
         }
+        if let Some(exchange) = &self.token_exchange {
+            let token = exchange.token_for(self.caller.as_ref()).await?;
+            builder = builder.header("authorization", format!("Bearer {token}"));
+        }
         let body = Full::new(Bytes::from(line.unwrap_or_default().to_owned()));
         let request = builder
             .body(body)
@@ -727,6 +762,69 @@ pub(crate) async fn get_document(
     tokio::time::timeout(timeout, work)
         .await
         .map_err(|_| format!("GET {url} took longer than {} s", timeout.as_secs()))?
+}
+
+/// `POST url` with a form body (`application/x-www-form-urlencoded`) and `Authorization:
+/// authorization`: the status and at most `max` bytes of the body, within `timeout`. For the
+/// token exchange ([`super::token_exchange`]), over the same stack as [`get_document`].
+pub(crate) async fn post_form(
+    url: &str,
+    authorization: &str,
+    form: String,
+    max: usize,
+    timeout: std::time::Duration,
+) -> Result<(StatusCode, Bytes), String> {
+    let endpoint = Endpoint::parse(url)?;
+    let work = async {
+        let stream = tokio::net::TcpStream::connect(&endpoint.authority)
+            .await
+            .map_err(|err| format!("cannot connect to {}: {err}", endpoint.authority))?;
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(&endpoint.path)
+            .header("host", &endpoint.host)
+            .header("accept", "application/json")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("authorization", authorization)
+            .body(Full::new(Bytes::from(form)))
+            .map_err(|err| format!("the request could not be built: {err}"))?;
+        let failed = |err: hyper::Error| format!("POST {url} failed: {err}");
+        let response = if endpoint.tls {
+            let tls = tls_connector(&[])?;
+            let name = rustls_pki_types::ServerName::try_from(endpoint.server_name.clone())
+                .map_err(|err| {
+                    format!("`{}` is not a TLS server name: {err}", endpoint.server_name)
+                })?;
+            let stream = tls
+                .connect(name, stream)
+                .await
+                .map_err(|err| format!("TLS with {} failed: {err}", endpoint.authority))?;
+            let (mut sender, connection) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(failed)?;
+            tokio::spawn(connection);
+            sender.send_request(request).await.map_err(failed)?
+        } else {
+            let (mut sender, connection) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(failed)?;
+            tokio::spawn(connection);
+            sender.send_request(request).await.map_err(failed)?
+        };
+        let status = response.status();
+        let body = http_body_util::Limited::new(response.into_body(), max)
+            .collect()
+            .await
+            .map_err(|err| {
+                format!("POST {url}: the answer could not be read (over {max} bytes?): {err}")
+            })?;
+        Ok((status, body.to_bytes()))
+    };
+    tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| format!("POST {url} took longer than {} s", timeout.as_secs()))?
 }
 
 /// Whether `url` is `https://`, or `http://` to a loopback address (`localhost`, `127.x`,
