@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 
 use super::env_refs;
@@ -48,6 +48,13 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_ANSWER: usize = 64 * 1024;
 /// An exchanged token is replaced at most this long before it expires.
 const MAX_EARLY: Duration = Duration::from_secs(60);
+/// What `application/x-www-form-urlencoded` escapes (the WHATWG URL standard's set: all but
+/// letters, digits and `*-._`; a space as `%20`, which every form parser reads as `+`).
+const FORM: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'*')
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_');
 /// Principals cached at most; expired entries go first, then the one that expires soonest.
 const MAX_CACHED: usize = 10_000;
 
@@ -187,8 +194,8 @@ impl TokenExchange {
         let body = encode_form(&form);
         let credentials = format!(
             "{}:{}",
-            utf8_percent_encode(&self.client_id, NON_ALPHANUMERIC),
-            utf8_percent_encode(&secret, NON_ALPHANUMERIC)
+            utf8_percent_encode(&self.client_id, FORM),
+            utf8_percent_encode(&secret, FORM)
         );
         let authorization = format!(
             "Basic {}",
@@ -378,16 +385,15 @@ struct Refusal {
     error_description: Option<String>,
 }
 
-/// `application/x-www-form-urlencoded` (every byte but letters and digits percent-encoded,
-/// which every form parser reads back).
+/// `application/x-www-form-urlencoded`.
 fn encode_form(pairs: &[(&str, &str)]) -> String {
     pairs
         .iter()
         .map(|(name, value)| {
             format!(
                 "{}={}",
-                utf8_percent_encode(name, NON_ALPHANUMERIC),
-                utf8_percent_encode(value, NON_ALPHANUMERIC)
+                utf8_percent_encode(name, FORM),
+                utf8_percent_encode(value, FORM)
             )
         })
         .collect::<Vec<_>>()
@@ -492,12 +498,10 @@ mod tests {
         assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
         let first = seen.lock().unwrap()[0].clone();
         assert!(
-            first.contains(
-                "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant%2Dtype%3Atoken%2Dexchange"
-            ),
+            first.contains("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange"),
             "{first}"
         );
-        assert!(first.contains("subject_token=alice%2Dtoken"), "{first}");
+        assert!(first.contains("subject_token=alice-token"), "{first}");
         assert!(
             first.contains("audience=tools") && first.contains("scope=a%20b"),
             "{first}"
