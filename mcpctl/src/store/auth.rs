@@ -393,4 +393,55 @@ mod tests {
         assert_eq!(auth.authorization_servers(), ["https://idp"]);
         assert!(auth.publishes_resource());
     }
+
+    fn exchange(yaml: &str) -> Result<(), String> {
+        let auth: ServerAuth = yaml_serde::from_str(yaml).map_err(|e| e.to_string())?;
+        auth.check()
+    }
+
+    #[test]
+    fn token_exchange_errors_name_their_field() {
+        let good = "endpoint: 'https://login.example/token', clientId: p, clientSecret: '${env:S}'";
+        assert!(exchange(&format!("tokenExchange: {{{good}}}")).is_ok());
+        assert!(
+            exchange("tokenExchange: {endpoint: 'http://127.0.0.1:9/t', clientId: p, clientSecret: '${env:S}', audience: a, scope: 'x y', resource: 'https://r'}").is_ok()
+        );
+        for (yaml, field) in [
+            ("{}", "auth"),
+            (
+                "tokenExchange: {endpoint: 'http://login.example/t', clientId: p, clientSecret: '${env:S}'}",
+                "auth.tokenExchange.endpoint",
+            ),
+            (
+                "tokenExchange: {endpoint: 'token', clientId: p, clientSecret: '${env:S}'}",
+                "auth.tokenExchange.endpoint",
+            ),
+            (
+                "tokenExchange: {endpoint: 'https://l/t', clientId: ' ', clientSecret: '${env:S}'}",
+                "auth.tokenExchange.clientId",
+            ),
+            (
+                "tokenExchange: {endpoint: 'https://l/t', clientId: p, clientSecret: hunter2}",
+                "auth.tokenExchange.clientSecret",
+            ),
+            (
+                "tokenExchange: {endpoint: 'https://l/t', clientId: p, clientSecret: 'x${env:S}'}",
+                "auth.tokenExchange.clientSecret",
+            ),
+            (
+                "tokenExchange: {endpoint: 'https://l/t', clientId: p, clientSecret: '${env:S}', scope: ''}",
+                "auth.tokenExchange.scope",
+            ),
+            (
+                "tokenExchange: {endpoint: 'https://l/t', clientId: p, clientSecret: '${env:S}', resource: r}",
+                "auth.tokenExchange.resource",
+            ),
+        ] {
+            let err = exchange(yaml).unwrap_err();
+            assert!(err.contains(&format!("`{field}")), "{yaml}: {err}");
+            assert!(!err.contains("hunter2"), "{err}");
+        }
+        let unknown = exchange(&format!("tokenExchange: {{{good}, client_id: q}}")).unwrap_err();
+        assert!(unknown.contains("client_id"), "{unknown}");
+    }
 }
