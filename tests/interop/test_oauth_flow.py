@@ -12,7 +12,9 @@ proxy running (the SDK's stored token is refused, it logs in again, the new key 
 
 Token exchange (RFC 8693): a project whose HTTP server has `auth.tokenExchange`; the upstream
 (`tests/fixtures/recording_upstream.py`) records every `Authorization` it receives: always the
-exchanged token (cached per principal), never the client's.
+exchanged token (cached per principal), never the client's; a refused exchange is the client's
+error, naming the endpoint and the OAuth error, without the token; a stdio session (no token to
+exchange) fails closed.
 
 Needs `MCP_HTTP_PROXY` (the mcpctl binary); without it the module is skipped.
 """
@@ -40,6 +42,7 @@ import httpx2  # noqa: E402
 import mcp_types as types  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.auth import OAuthClientProvider  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken  # noqa: E402
 from test_oauth import SCOPE, serve  # noqa: E402
@@ -364,3 +367,21 @@ async def test_token_exchange_is_checked_at_apply(tmp_path: Path, issuer: Author
     assert both.returncode != 0 and "Authorization" in both.stderr
     typo = apply(home, exchange_project(issuer.issuer, upstream.url).replace("clientId", "client_id"))
     assert typo.returncode != 0 and "client_id" in typo.stderr
+
+
+async def test_without_a_verified_caller_token_there_is_nothing_to_exchange(
+        tmp_path: Path, issuer: AuthorizationServer, upstream: RecordingUpstream,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # `mcpctl proxy PROJECT` on stdio: the caller is the local user, who has no token.
+    issuer.add_client("mcp-proxy", EXCHANGE_SECRET)
+    monkeypatch.setenv("OAUTH_FLOW_EXCHANGE_SECRET", EXCHANGE_SECRET)
+    home = tmp_path / "home"
+    done = apply(home, exchange_project(issuer.issuer, upstream.url))
+    assert done.returncode == 0, done.stderr
+    params = StdioServerParameters(command=HTTP_PROXY or "", args=["proxy", "secured"],
+                                   env={**os.environ, "MCPCTL_HOME": str(home)})
+    with pytest.raises(BaseException) as failed:  # noqa: PT011 (initialize fails)
+        async with Client(stdio_client(params), read_timeout_seconds=READ_TIMEOUT, cache=None) as c:
+            await c.list_tools()
+    assert "no verified caller token" in repr(failed.value), repr(failed.value)
+    assert issuer.exchanges == [] and upstream.authorizations == []
