@@ -22,7 +22,7 @@ use mcp_middleware::pattern::Pattern;
 use mcp_middleware::registry::{self, ModelDescriptor};
 use mcp_middleware::routing::Routes;
 use mcp_middleware::upstream::{
-    EnvPolicy, HttpUpstream, ServerSet, StdioServer, Upstream, env_references,
+    EnvPolicy, HttpUpstream, ServerSet, StdioServer, TokenExchange, Upstream, env_references,
 };
 use mcp_middleware::{Project as ModelProject, ProjectPrompt, Proxy, SessionOptions};
 use mcpctl::store::validate::{chain_configs, warn_unused};
@@ -317,6 +317,9 @@ fn upstream(server: &Server, secrets: &Secrets) -> anyhow::Result<Upstream> {
             for (name, value) in &http.headers {
                 remote = remote.header(name, value);
             }
+            if let Some(exchange) = http.auth.as_ref().and_then(|a| a.token_exchange.as_ref()) {
+                remote = remote.token_exchange(token_exchange(exchange));
+            }
             remote.into()
         }
     })
@@ -428,9 +431,30 @@ fn server_texts(spec: &ServerSpec) -> Vec<&str> {
             .collect(),
         ServerSpec::Http(h) => std::iter::once(&h.url)
             .chain(h.headers.values())
+            .chain(
+                h.auth
+                    .iter()
+                    .filter_map(|a| a.token_exchange.as_ref())
+                    .map(|t| &t.client_secret),
+            )
             .map(String::as_str)
             .collect(),
     }
+}
+
+/// The library's token exchange for a server's `auth.tokenExchange`.
+fn token_exchange(spec: &mcpctl::store::auth::TokenExchangeAuth) -> TokenExchange {
+    let mut exchange = TokenExchange::new(&spec.endpoint, &spec.client_id, &spec.client_secret);
+    if let Some(audience) = &spec.audience {
+        exchange = exchange.audience(audience);
+    }
+    if let Some(scope) = &spec.scope {
+        exchange = exchange.scope(scope);
+    }
+    if let Some(resource) = &spec.resource {
+        exchange = exchange.resource(resource);
+    }
+    exchange
 }
 
 /// A project's routing paths (SPEC P7) for the library: hidden, pass-through and restricted
@@ -498,6 +522,7 @@ mod tests {
                 "Bearer ${env:REMOTE}".to_owned(),
             )]
             .into(),
+            auth: None,
         });
         let servers = [
             server("github", ServerSpec::Stdio(github.clone())),

@@ -301,6 +301,24 @@ pub(crate) fn describe_server(args: &DescribeArgs) -> anyhow::Result<()> {
             for (key, value) in &http.headers {
                 writeln!(out, "  {key}: {value}")?;
             }
+            if let Some(exchange) = http.auth.as_ref().and_then(|a| a.token_exchange.as_ref()) {
+                // As written: the secret is a `${env:VAR}` reference, never its value.
+                writeln!(
+                    out,
+                    "Token exchange: {} as client `{}` (secret {}){}",
+                    exchange.endpoint,
+                    exchange.client_id,
+                    exchange.client_secret,
+                    [
+                        ("audience", &exchange.audience),
+                        ("scope", &exchange.scope),
+                        ("resource", &exchange.resource)
+                    ]
+                    .iter()
+                    .filter_map(|(k, v)| v.as_ref().map(|v| format!(", {k} {v}")))
+                    .collect::<String>()
+                )?;
+            }
         }
     }
     if !secrets.is_empty() {
@@ -375,7 +393,15 @@ fn placeholders(spec: &ServerSpec) -> Vec<String> {
             .chain(s.env.values())
             .chain(s.cwd.iter())
             .collect(),
-        ServerSpec::Http(h) => std::iter::once(&h.url).chain(h.headers.values()).collect(),
+        ServerSpec::Http(h) => std::iter::once(&h.url)
+            .chain(h.headers.values())
+            .chain(
+                h.auth
+                    .iter()
+                    .filter_map(|a| a.token_exchange.as_ref())
+                    .map(|t| &t.client_secret),
+            )
+            .collect(),
     };
     let mut names: Vec<String> = values
         .into_iter()

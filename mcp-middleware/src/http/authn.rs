@@ -19,6 +19,18 @@ use crate::context::Identity;
 pub(crate) struct Authenticated {
     pub(crate) identity: Identity,
     pub(crate) validity: Validity,
+    /// The verified JWT the request carried: what token exchange to upstreams exchanges
+    /// (`upstream::token_exchange`), never sent anywhere as it is.
+    pub(crate) bearer: Option<SubjectToken>,
+}
+
+/// A verified access token, kept out of `Debug` output.
+pub(crate) struct SubjectToken(pub(crate) Box<str>);
+
+impl std::fmt::Debug for SubjectToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SubjectToken(..)")
+    }
 }
 
 /// Whether a credential still holds, asked by an SSE stream while it is open: a stream ends
@@ -159,7 +171,15 @@ impl Authenticator {
             },
             _ => Validity::Always,
         };
-        Ok(Authenticated { identity, validity })
+        let bearer = matches!(identity, Identity::Jwt { .. })
+            .then(|| bearer_of(headers))
+            .flatten()
+            .map(|token| SubjectToken(token.into()));
+        Ok(Authenticated {
+            identity,
+            validity,
+            bearer,
+        })
     }
 
     async fn resolve(

@@ -134,10 +134,14 @@ async fn dispatch(
     }
     // Every request authenticates, and its session must belong to whoever it authenticates as.
     // A stream it opens lasts only as long as the credential.
-    let Authenticated { identity, validity } =
-        front.authn.authenticate(headers, certificate).await?;
+    let Authenticated {
+        identity,
+        validity,
+        bearer,
+    } = front.authn.authenticate(headers, certificate).await?;
+    let bearer = bearer.as_ref().map(|token| &*token.0);
     match *request.method() {
-        Method::POST => post(registry, &identity, validity, peer, request).await,
+        Method::POST => post(registry, &identity, validity, bearer, peer, request).await,
         Method::GET => get(registry, &identity, validity, request.headers()),
         _ => delete(registry, &identity, request.headers()),
     }
@@ -149,6 +153,7 @@ async fn post(
     registry: &Arc<Registry>,
     identity: &Identity,
     validity: Validity,
+    bearer: Option<&str>,
     peer: IpAddr,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Reject> {
@@ -224,6 +229,8 @@ async fn post(
                 )
                 .with_id(Some(id)));
             };
+            // Before the request reaches the upstream: token exchange uses the latest token.
+            handle.caller.present(bearer);
             let stateless = handle.id.starts_with("stateless:");
             let opened = {
                 let mut streams = handle

@@ -31,6 +31,7 @@ use crate::session::{Ended, Event, Session, SessionOptions};
 use crate::transport::Frame;
 use crate::transport::queue::LineQueue;
 use crate::upstream::Upstream;
+use crate::upstream::token_exchange::Caller;
 
 /// What every session is started from.
 pub(crate) struct SessionFactory {
@@ -68,6 +69,9 @@ pub(crate) struct SessionHandle {
     reason: Mutex<Option<String>>,
     /// What the admin API shows of it ([`SessionSummary`]).
     stats: SessionStats,
+
+    /// The caller token exchange to upstreams acts for; the handler keeps its token current.
+    pub(crate) caller: Caller,
 }
 
 impl SessionHandle {
@@ -257,8 +261,9 @@ impl Registry {
         let (events_tx, events_rx) = mpsc::channel(256);
         let (to_client, mut lines) = LineQueue::new(factory.options.client_queue_bytes);
         let backlog = to_client.gauge().clone();
+        let caller = Caller::new(identity.principal());
         let session = Session::start(
-            factory.server.clone(),
+            factory.server.for_caller(&caller),
             factory.options.clone(),
             to_client,
             factory.chain.clone(),
@@ -294,6 +299,8 @@ impl Registry {
             closing: AtomicBool::new(false),
             reason: Mutex::new(None),
             stats: SessionStats::default(),
+
+            caller,
         });
         let mut run = tokio::spawn(session.run(events_rx));
         let router = handle.clone();

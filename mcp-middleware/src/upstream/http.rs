@@ -39,6 +39,7 @@ use tokio::sync::{Mutex, mpsc};
 
 use super::env_refs;
 use super::sse::{Cursor, SseReader};
+use super::token_exchange::{Caller, TokenExchange};
 use super::{UpstreamEvent, UpstreamLink};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Message};
@@ -59,6 +60,9 @@ pub struct HttpUpstream {
     url: String,
     headers: Vec<(String, String)>,
     ca_files: Vec<std::path::PathBuf>,
+    /// Token exchange for `Authorization` (issue 17), and the session's caller it exchanges for.
+    token_exchange: Option<TokenExchange>,
+    caller: Option<Caller>,
 }
 
 impl HttpUpstream {
@@ -68,7 +72,24 @@ impl HttpUpstream {
             url: url.into(),
             headers: Vec::new(),
             ca_files: Vec::new(),
+            token_exchange: None,
+            caller: None,
         }
+    }
+
+    /// Sends `Authorization: Bearer TOKEN` where `TOKEN` is exchanged for the caller's own
+    /// verified token at the configured endpoint (RFC 8693, see [`TokenExchange`]); the caller's
+    /// token itself is never sent. A static `Authorization` header is then not sent.
+    pub fn token_exchange(mut self, exchange: TokenExchange) -> Self {
+        self.token_exchange = Some(exchange);
+        self
+    }
+
+    /// This server as one session's upstream: token exchange acts for `caller`.
+    pub(crate) fn for_caller(&self, caller: &Caller) -> Self {
+        let mut bound = self.clone();
+        bound.caller = Some(caller.clone());
+        bound
     }
 
     /// Also trusts the certificate authorities in this PEM file, for an `https://` server whose
@@ -110,8 +131,14 @@ impl HttpUpstream {
         } else {
             None
         };
+        if let Some(exchange) = &self.token_exchange {
+            exchange.check().map_err(fail)?;
+        }
         let mut headers = Vec::new();
         for (name, value) in &self.headers {
+            if self.token_exchange.is_some() && name.eq_ignore_ascii_case("authorization") {
+                continue;
+            }
             let value = env_refs::resolve(std::ffi::OsStr::new(value)).map_err(fail)?;
             headers.push((name.clone(), value.to_string_lossy().into_owned()));
         }
@@ -129,6 +156,8 @@ impl HttpUpstream {
             endpoint,
             tls,
             headers,
+            token_exchange: self.token_exchange.clone(),
+            caller: self.caller.clone(),
             max_line,
             up,
             session: Mutex::new(SessionState::default()),
@@ -238,6 +267,8 @@ struct Client {
     endpoint: Endpoint,
     tls: Option<tokio_rustls::TlsConnector>,
     headers: Vec<(String, String)>,
+    token_exchange: Option<TokenExchange>,
+    caller: Option<Caller>,
     max_line: usize,
     up: Up,
     session: Mutex<SessionState>,
@@ -588,6 +619,10 @@ impl Client {
         for (name, value) in &self.headers {
             builder = builder.header(name, value);
         }
+        if let Some(exchange) = &self.token_exchange {
+            let token = exchange.token_for(self.caller.as_ref()).await?;
+            builder = builder.header("authorization", format!("Bearer {token}"));
+        }
         let body = Full::new(Bytes::from(line.unwrap_or_default().to_owned()));
         let request = builder
             .body(body)
@@ -667,75 +702,14 @@ fn is_event_stream(headers: &hyper::HeaderMap) -> bool {
     header(headers, "content-type").is_some_and(|t| t.starts_with("text/event-stream"))
 }
 
-/// The body of `GET url` (an `https://` URL, or `http://` on a loopback address: the caller
-/// decides which it allows, see [`is_secure_or_loopback`]), at most `max` bytes, within `timeout`:
-/// for documents the proxy reads from other servers (an issuer's metadata and keys), over the
-/// same hyper + rustls stack as the upstream client.
-pub(crate) async fn get_document(
+/// One request to another HTTP server that is not an upstream (an issuer's documents, a token
+/// endpoint, an LLM endpoint), over the same hyper + rustls stack as the upstream client, on a
+/// connection of its own: `method url` with `headers` and `body`, answered with its status and at
+/// most `max` bytes of its body. The callers bound the time.
+async fn request_once(
+    method: Method,
     url: &str,
-    max: usize,
-    timeout: std::time::Duration,
-) -> Result<Bytes, String> {
-    let endpoint = Endpoint::parse(url)?;
-    let work = async {
-        let stream = tokio::net::TcpStream::connect(&endpoint.authority)
-            .await
-            .map_err(|err| format!("cannot connect to {}: {err}", endpoint.authority))?;
-        let request = Request::builder()
-            .method(Method::GET)
-            .uri(&endpoint.path)
-            .header("host", &endpoint.host)
-            .header("accept", "application/json")
-            .body(Full::new(Bytes::new()))
-            .map_err(|err| format!("the request could not be built: {err}"))?;
-        let failed = |err: hyper::Error| format!("GET {url} failed: {err}");
-        let response = if endpoint.tls {
-            let tls = tls_connector(&[])?;
-            let name = rustls_pki_types::ServerName::try_from(endpoint.server_name.clone())
-                .map_err(|err| {
-                    format!("`{}` is not a TLS server name: {err}", endpoint.server_name)
-                })?;
-            let stream = tls
-                .connect(name, stream)
-                .await
-                .map_err(|err| format!("TLS with {} failed: {err}", endpoint.authority))?;
-            let (mut sender, connection) =
-                hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                    .await
-                    .map_err(failed)?;
-            tokio::spawn(connection);
-            sender.send_request(request).await.map_err(failed)?
-        } else {
-            let (mut sender, connection) =
-                hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                    .await
-                    .map_err(failed)?;
-            tokio::spawn(connection);
-            sender.send_request(request).await.map_err(failed)?
-        };
-        if response.status() != StatusCode::OK {
-            return Err(format!("GET {url} answered {}", response.status()));
-        }
-        let body = http_body_util::Limited::new(response.into_body(), max)
-            .collect()
-            .await
-            .map_err(|err| {
-                format!("GET {url}: the body could not be read (over {max} bytes?): {err}")
-            })?;
-        Ok(body.to_bytes())
-    };
-    tokio::time::timeout(timeout, work)
-        .await
-        .map_err(|_| format!("GET {url} took longer than {} s", timeout.as_secs()))?
-}
-
-/// `POST url` with a JSON `body` and `headers` (an `http://` or `https://` URL), over the same
-/// hyper + rustls stack as the upstream client: the answer's status and body (at most `max`
-/// bytes). For JSON APIs the proxy calls on a model's behalf (`crate::llm`'s endpoint); the
-/// caller bounds the time.
-pub(crate) async fn post_json(
-    url: &str,
-    headers: &[(&str, String)],
+    headers: &[(&str, &str)],
     body: Vec<u8>,
     max: usize,
 ) -> Result<(StatusCode, Bytes), String> {
@@ -744,18 +718,17 @@ pub(crate) async fn post_json(
         .await
         .map_err(|err| format!("cannot connect to {}: {err}", endpoint.authority))?;
     let mut request = Request::builder()
-        .method(Method::POST)
+        .method(method.clone())
         .uri(&endpoint.path)
         .header("host", &endpoint.host)
-        .header("content-type", "application/json")
         .header("accept", "application/json");
     for (name, value) in headers {
-        request = request.header(*name, value);
+        request = request.header(*name, *value);
     }
     let request = request
         .body(Full::new(Bytes::from(body)))
         .map_err(|_| "the request could not be built (a header value is not valid)".to_owned())?;
-    let failed = |err: hyper::Error| format!("POST {url} failed: {err}");
+    let failed = |err: hyper::Error| format!("{method} {url} failed: {err}");
     let response = if endpoint.tls {
         let tls = tls_connector(&[])?;
         let name = rustls_pki_types::ServerName::try_from(endpoint.server_name.clone())
@@ -781,9 +754,66 @@ pub(crate) async fn post_json(
         .collect()
         .await
         .map_err(|err| {
-            format!("POST {url}: the answer could not be read (over {max} bytes?): {err}")
+            format!("{method} {url}: the answer could not be read (over {max} bytes?): {err}")
         })?;
     Ok((status, body.to_bytes()))
+}
+
+/// The body of `GET url` (an `https://` URL, or `http://` on a loopback address: the caller
+/// decides which it allows, see [`is_secure_or_loopback`]), at most `max` bytes, within `timeout`:
+/// for documents the proxy reads from other servers (an issuer's metadata and keys).
+pub(crate) async fn get_document(
+    url: &str,
+    max: usize,
+    timeout: std::time::Duration,
+) -> Result<Bytes, String> {
+    let work = async {
+        let (status, body) = request_once(Method::GET, url, &[], Vec::new(), max).await?;
+        if status != StatusCode::OK {
+            return Err(format!("GET {url} answered {status}"));
+        }
+        Ok(body)
+    };
+    tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| format!("GET {url} took longer than {} s", timeout.as_secs()))?
+}
+
+/// `POST url` with a JSON `body` and `headers`: the answer's status and body (at most `max`
+/// bytes). For JSON APIs the proxy calls on a model's behalf (`crate::llm`'s endpoint); the
+/// caller bounds the time.
+pub(crate) async fn post_json(
+    url: &str,
+    headers: &[(&str, String)],
+    body: Vec<u8>,
+    max: usize,
+) -> Result<(StatusCode, Bytes), String> {
+    let mut all: Vec<(&str, &str)> = vec![("content-type", "application/json")];
+    all.extend(headers.iter().map(|(name, value)| (*name, value.as_str())));
+    request_once(Method::POST, url, &all, body, max).await
+}
+
+/// `POST url` with a form body (`application/x-www-form-urlencoded`) and `Authorization:
+/// authorization`: the status and at most `max` bytes of the body, within `timeout`. For the
+/// token exchange ([`super::token_exchange`]).
+pub(crate) async fn post_form(
+    url: &str,
+    authorization: &str,
+    form: String,
+    max: usize,
+    timeout: std::time::Duration,
+) -> Result<(StatusCode, Bytes), String> {
+    let headers = [
+        ("content-type", "application/x-www-form-urlencoded"),
+        ("authorization", authorization),
+    ];
+    tokio::time::timeout(
+        timeout,
+        request_once(Method::POST, url, &headers, form.into_bytes(), max),
+    )
+    .await
+    .map_err(|_| format!("POST {url} took longer than {} s", timeout.as_secs()))?
+}
 }
 
 /// Whether `url` is `https://`, or `http://` to a loopback address (`localhost`, `127.x`,

@@ -11,6 +11,7 @@ mod parent_death;
 mod set;
 mod sse;
 mod stdio;
+pub(crate) mod token_exchange;
 
 use std::fmt;
 
@@ -24,6 +25,7 @@ pub use http::HttpUpstream;
 pub use set::ServerSet;
 pub(crate) use stdio::UpstreamLink;
 pub use stdio::{StdioServer, UpstreamEvent};
+pub use token_exchange::TokenExchange;
 
 use crate::error::UpstreamError;
 
@@ -53,6 +55,17 @@ impl Upstream {
             Upstream::Stdio(server) => server.spawn(generation, max_line, events),
             Upstream::Http(server) => server.spawn(generation, max_line, events),
             Upstream::Set(set) => set.spawn(generation, max_line, events),
+        }
+    }
+}
+
+impl Upstream {
+    /// The upstream of one session whose caller is `caller` (what token exchange acts for).
+    pub(crate) fn for_caller(&self, caller: &token_exchange::Caller) -> Self {
+        match self {
+            Upstream::Stdio(server) => Upstream::Stdio(server.clone()),
+            Upstream::Http(server) => Upstream::Http(server.for_caller(caller)),
+            Upstream::Set(set) => Upstream::Set(set.for_caller(caller)),
         }
     }
 }

@@ -142,6 +142,15 @@ impl ServerSet {
         &self.separator
     }
 
+    /// The set as one session's upstream (see `Upstream::for_caller`).
+    pub(crate) fn for_caller(&self, caller: &super::token_exchange::Caller) -> Self {
+        let mut bound = self.clone();
+        for (_, server) in &mut bound.servers {
+            *server = server.for_caller(caller);
+        }
+        bound
+    }
+
     pub(crate) fn spawn<E>(
         &self,
         generation: u64,

@@ -198,6 +198,120 @@ impl JwtAuth {
     }
 }
 
+/// `auth` of an HTTP `Server`: how the proxy authenticates to that server for each caller.
+///
+/// ```yaml
+/// kind: Server
+/// metadata: { name: tools }
+/// spec:
+///   url: https://tools.example.com/mcp
+///   auth:
+///     tokenExchange:                      # RFC 8693, for each caller's verified JWT
+///       endpoint: https://login.example.com/token
+///       clientId: mcp-proxy
+///       clientSecret: ${env:PROXY_CLIENT_SECRET}   # only as a variable reference
+///       audience: https://tools.example.com        # optional, as are scope and resource
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServerAuth {
+    /// OAuth 2.0 token exchange (RFC 8693) of the caller's token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_exchange: Option<TokenExchangeAuth>,
+}
+
+/// `auth.tokenExchange` of an HTTP `Server`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TokenExchangeAuth {
+    /// The authorization server's token endpoint (`https://`, `http://` only on loopback).
+    pub endpoint: String,
+    /// The proxy's client id there.
+    pub client_id: String,
+    /// Its client secret: `${env:VAR}`, resolved by the proxy only (never stored).
+    pub client_secret: String,
+    /// The `audience` asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+    /// The `scope` asked for (space-separated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// The `resource` asked for (RFC 8707).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+}
+
+impl ServerAuth {
+    /// The problems of the section, the first found, naming its field
+    /// (`auth.tokenExchange.endpoint`).
+    pub fn check(&self) -> Result<(), String> {
+        let Some(exchange) = &self.token_exchange else {
+            return Err(
+                "`auth` needs `tokenExchange` (static credentials go in `headers`)".to_owned(),
+            );
+        };
+        let field = "auth.tokenExchange";
+        if !is_http_url(&exchange.endpoint) {
+            return Err(format!(
+                "`{field}.endpoint` `{}` is not an absolute http(s):// URL",
+                exchange.endpoint
+            ));
+        }
+        if !exchange.endpoint.starts_with("https://") && !is_loopback_url(&exchange.endpoint) {
+            return Err(format!(
+                "`{field}.endpoint` `{}` must be https:// (http:// only on loopback: the exchange carries a client secret and the caller's token)",
+                exchange.endpoint
+            ));
+        }
+        if exchange.client_id.trim().is_empty() {
+            return Err(format!("`{field}.clientId` is empty"));
+        }
+        let secret = exchange.client_secret.trim();
+        let names: Vec<&str> = mcp_middleware::upstream::env_references(secret).collect();
+        if !(secret.starts_with("${env:") && secret.ends_with('}') && names.len() == 1)
+            || names[0].is_empty()
+        {
+            return Err(format!(
+                "`{field}.clientSecret` must be one `${{env:VAR}}` reference (the secret stays in the proxy's environment, never in the store)"
+            ));
+        }
+        for (name, value) in [
+            ("audience", &exchange.audience),
+            ("scope", &exchange.scope),
+            ("resource", &exchange.resource),
+        ] {
+            if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
+                return Err(format!("`{field}.{name}` is empty (leave it out instead)"));
+            }
+        }
+        if let Some(resource) = &exchange.resource
+            && !is_http_url(resource)
+        {
+            return Err(format!(
+                "`{field}.resource` `{resource}` is not an absolute http(s):// URL without a fragment"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether an `http://` URL's host is loopback (`localhost`, `127.x`, `[::1]`).
+fn is_loopback_url(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = match authority.rsplit_once(':') {
+        Some((host, port)) if port.parse::<u16>().is_ok() => host,
+        _ => authority,
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// A file path in the project: absolute, since `mcpctl serve` may run from anywhere.
 fn absolute(field: &str, path: &str) -> Result<(), String> {
     if std::path::Path::new(path).is_absolute() {
@@ -278,5 +392,56 @@ mod tests {
             yaml_serde::from_str("jwt: {issuer: 'https://idp'}\noauth: {scopes: [s]}").unwrap();
         assert_eq!(auth.authorization_servers(), ["https://idp"]);
         assert!(auth.publishes_resource());
+    }
+
+    fn exchange(yaml: &str) -> Result<(), String> {
+        let auth: ServerAuth = yaml_serde::from_str(yaml).map_err(|e| e.to_string())?;
+        auth.check()
+    }
+
+    #[test]
+    fn token_exchange_errors_name_their_field() {
+        let good = "endpoint: 'https://login.example/token', clientId: p, clientSecret: '${env:S}'";
+        assert!(exchange(&format!("tokenExchange: {{{good}}}")).is_ok());
+        assert!(
+            exchange("tokenExchange: {endpoint: 'http://127.0.0.1:9/t', clientId: p, clientSecret: '${env:S}', audience: a, scope: 'x y', resource: 'https://r'}").is_ok()
+        );
+        for (yaml, field) in [
+            ("{}", "auth"),
+            (
+                "tokenExchange: {endpoint: 'http://login.example/t', clientId: p, clientSecret: '${env:S}'}",
+                "auth.tokenExchange.endpoint",
+            ),
+            (
+                "tokenExchange: {endpoint: 'token', clientId: p, clientSecret: '${env:S}'}",
+                "auth.tokenExchange.endpoint",
+            ),
+            (
+                "tokenExchange: {endpoint: 'https://l/t', clientId: ' ', clientSecret: '${env:S}'}",
+                "auth.tokenExchange.clientId",
+            ),
+            (
+                "tokenExchange: {endpoint: 'https://l/t', clientId: p, clientSecret: hunter2}",
+                "auth.tokenExchange.clientSecret",
+            ),
+            (
+                "tokenExchange: {endpoint: 'https://l/t', clientId: p, clientSecret: 'x${env:S}'}",
+                "auth.tokenExchange.clientSecret",
+            ),
+            (
+                "tokenExchange: {endpoint: 'https://l/t', clientId: p, clientSecret: '${env:S}', scope: ''}",
+                "auth.tokenExchange.scope",
+            ),
+            (
+                "tokenExchange: {endpoint: 'https://l/t', clientId: p, clientSecret: '${env:S}', resource: r}",
+                "auth.tokenExchange.resource",
+            ),
+        ] {
+            let err = exchange(yaml).unwrap_err();
+            assert!(err.contains(&format!("`{field}")), "{yaml}: {err}");
+            assert!(!err.contains("hunter2"), "{err}");
+        }
+        let unknown = exchange(&format!("tokenExchange: {{{good}, client_id: q}}")).unwrap_err();
+        assert!(unknown.contains("client_id"), "{unknown}");
     }
 }

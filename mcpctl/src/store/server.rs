@@ -31,6 +31,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use super::auth::ServerAuth;
 use super::resource::{AnyResource, Kind, Resource, Spec, checked_map};
 
 /// How to reach a server.
@@ -70,6 +71,9 @@ pub struct HttpSpec {
     /// Headers sent with every request; values may hold `${env:VAR}` placeholders.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// How the proxy authenticates to it per caller (token exchange).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<ServerAuth>,
 }
 
 impl ServerSpec {
@@ -140,6 +144,8 @@ struct RawServerSpec {
     url: Option<String>,
     #[serde(default)]
     headers: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    auth: Option<ServerAuth>,
 }
 
 impl TryFrom<RawServerSpec> for ServerSpec {
@@ -152,6 +158,9 @@ impl TryFrom<RawServerSpec> for ServerSpec {
             }
             (None, None) => Err("a server needs `command` (stdio) or `url` (HTTP)".to_owned()),
             (Some(command), None) => {
+                if raw.auth.is_some() {
+                    return Err("`auth` is for HTTP servers (`url`)".to_owned());
+                }
                 if raw.headers.is_some() {
                     return Err(
                         "`headers` is for HTTP servers (`url`); a stdio server takes `env`"
@@ -204,9 +213,20 @@ impl TryFrom<RawServerSpec> for ServerSpec {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
                     return Err(format!("`url` `{url}` is not an http:// or https:// URL"));
                 }
+                let headers = raw.headers.unwrap_or_default();
+                if let Some(auth) = &raw.auth {
+                    auth.check()?;
+                    if headers
+                        .keys()
+                        .any(|h| h.eq_ignore_ascii_case("authorization"))
+                    {
+                        return Err("`headers.Authorization` and `auth.tokenExchange` both set the upstream's `Authorization`: keep one".to_owned());
+                    }
+                }
                 Ok(ServerSpec::Http(HttpSpec {
                     url,
-                    headers: raw.headers.unwrap_or_default(),
+                    headers,
+                    auth: raw.auth,
                 }))
             }
         }
