@@ -814,7 +814,6 @@ pub(crate) async fn post_form(
     .await
     .map_err(|_| format!("POST {url} took longer than {} s", timeout.as_secs()))?
 }
-}
 
 /// Whether `url` is `https://`, or `http://` to a loopback address (`localhost`, `127.x`,
 /// `[::1]`): the only places the proxy fetches keys from, so that no one on the path can
