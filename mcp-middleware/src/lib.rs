@@ -34,6 +34,8 @@
 //! - [`upstream`]: the servers behind the proxy.
 //! - [`registry`]: the proxy models linked into a binary.
 //! - [`routing`]: hidden and pass-through routes (SPEC P7).
+//! - [`request_tap`]: every client request's start and end, for traces and metrics;
+//!   [`trace_context`] carries trace context in `params._meta`.
 // `deny`, not `forbid`: `upstream::parent_death` allows it for its one `pre_exec`.
 #![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
@@ -52,10 +54,12 @@ pub mod pattern;
 pub mod project;
 pub mod proxy;
 pub mod registry;
+pub mod request_tap;
 pub mod routing;
 mod session;
 mod strict_json;
 pub mod transport;
+pub mod trace_context;
 pub mod tutorial;
 mod unknown_fields;
 pub mod upstream;

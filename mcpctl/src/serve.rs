@@ -293,7 +293,9 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         options = options.allow_origin(origin);
     }
     let (options, issuer_keys) = args.identity.apply(options, project_auth)?;
-    let proxy = build(&args.proxy)?;
+    // Dropped after the runtime: sessions have ended and their spans are flushed then.
+    let traces = crate::otel::Traces::from_env(crate::otel::Downstream::Http)?;
+    let proxy = build(&args.proxy, traces.tap())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
