@@ -23,8 +23,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
+use crate::context::SessionScope;
 use crate::jsonrpc::Message;
 use crate::model::Outcome;
+use crate::upstream::Upstream;
 
 /// Sees client requests start and end (installed with
 /// [`SessionOptions::request_tap`](crate::SessionOptions::request_tap)).
@@ -115,7 +117,11 @@ impl RequestStart<'_> {
             uri: Option<String>,
         }
         let target: Target = serde_json::from_str(self.params?).ok()?;
-        if key == "name" { target.name } else { target.uri }
+        if key == "name" {
+            target.name
+        } else {
+            target.uri
+        }
     }
 }
 
@@ -150,13 +156,6 @@ struct Open {
     tapped: Box<dyn TappedRequest>,
 }
 
-/// What the session tells [`Taps::start`] about itself.
-pub(crate) struct SessionFacts<'a> {
-    pub(crate) session_id: &'a str,
-    pub(crate) protocol_version: Option<String>,
-    pub(crate) server: String,
-}
-
 impl Taps {
     pub(crate) fn new(tap: Option<Arc<dyn RequestTap>>) -> Self {
         Self {
@@ -179,32 +178,37 @@ impl Taps {
 
     /// A client request entered. A request already open under `id` (one the session queued
     /// while its upstream restarted and now handles again) keeps its first start.
-    pub(crate) fn start<'f>(
+    pub(crate) fn start(
         &self,
         id: &str,
         method: &str,
         params: Option<&str>,
-        facts: impl FnOnce() -> SessionFacts<'f>,
+        scope: &SessionScope,
+        server: &Upstream,
     ) {
         let Some(tap) = &self.tap else { return };
         if self.open().contains_key(id) {
             return;
         }
         let meta = crate::trace_context::meta_of(params);
-        let facts = facts();
+        // A 2026-07-28 request names its version; an older session's is the negotiated one.
         let protocol_version = meta
             .get("io.modelcontextprotocol/protocolVersion")
             .and_then(Value::as_str)
             .map(str::to_owned)
-            .or(facts.protocol_version);
+            .or_else(|| {
+                let info = scope.info.read().ok()?;
+                info.protocol_version.clone()
+            });
+        let server = server.to_string();
         let start = RequestStart {
             method,
             id,
             params,
             meta: &meta,
-            session_id: facts.session_id,
+            session_id: &scope.id,
             protocol_version: protocol_version.as_deref(),
-            server: &facts.server,
+            server: &server,
         };
         let Some(tapped) = tap.start(&start) else {
             return;
@@ -243,14 +247,19 @@ impl Taps {
         }
         let (id, outcome) = match Message::parse(line) {
             Ok(Message::Result { id, result }) => (id, Ok(result)),
-            Ok(Message::Error { id: Some(id), error }) => (id, Err(error)),
+            Ok(Message::Error {
+                id: Some(id),
+                error,
+            }) => (id, Err(error)),
             _ => return,
         };
         let Some(open) = self.open().remove(id) else {
             return;
         };
         let error = match outcome {
-            Ok(result) if &*open.method == "tools/call" && crate::dispatch::is_tool_error(result) => {
+            Ok(result)
+                if &*open.method == "tools/call" && crate::dispatch::is_tool_error(result) =>
+            {
                 Some((None, "tool_error".to_owned()))
             }
             Ok(_) => None,

@@ -158,7 +158,10 @@ mod tests {
         assert_eq!(params["_meta"]["progressToken"], 3);
         assert_eq!(params["_meta"]["tracestate"], "a=b");
         // Only `_meta` was rewritten: the arguments keep their spacing.
-        assert!(out.ends_with(r#","name":"echo","arguments":{"k":[1, 2]}}}"#), "{out}");
+        assert!(
+            out.ends_with(r#","name":"echo","arguments":{"k":[1, 2]}}}"#),
+            "{out}"
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ mod support;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read as _};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -296,7 +296,10 @@ fn stdio_traces(model: &str) {
             .unwrap_or_else(|| panic!("no traceparent upstream: {joined}")),
     );
     assert_eq!(trace, CLIENT_TRACE, "the upstream's trace is the client's");
-    assert_ne!(upstream_parent, CLIENT_SPAN, "the proxy's span sits between");
+    assert_ne!(
+        upstream_parent, CLIENT_SPAN,
+        "the proxy's span sits between"
+    );
     assert_eq!(upstream_meta["tracestate"], "vendor=kept");
     let fresh_meta = &echoed_params(&fresh)["_meta"];
     let (fresh_trace, fresh_parent) = traceparent_parts(
@@ -304,7 +307,10 @@ fn stdio_traces(model: &str) {
             .as_str()
             .unwrap_or_else(|| panic!("no traceparent upstream: {fresh}")),
     );
-    assert_ne!(fresh_trace, CLIENT_TRACE, "a request without context starts a trace");
+    assert_ne!(
+        fresh_trace, CLIENT_TRACE,
+        "a request without context starts a trace"
+    );
 
     // Only `_meta` changed in what was forwarded: the rest kept its bytes.
     let (line, _) = received_line(&raw_log, "custom/echo");
@@ -343,7 +349,10 @@ fn stdio_traces(model: &str) {
     );
     assert_eq!(call.trace_id, CLIENT_TRACE, "a child of the client's span");
     assert_eq!(call.parent_span_id, CLIENT_SPAN);
-    assert_eq!(call.span_id, upstream_parent, "the upstream's parent is this span");
+    assert_eq!(
+        call.span_id, upstream_parent,
+        "the upstream's parent is this span"
+    );
     assert!(call.end >= call.start && call.start > 0, "{call:?}");
     assert_ne!(call.status, STATUS_ERROR);
 
@@ -405,7 +414,10 @@ fn without_an_endpoint_the_upstream_gets_the_clients_bytes() {
 
     // Byte for byte, but for the id the proxy gives each request upstream.
     let (line, id) = received_line(&raw_log, "custom/echo");
-    assert_eq!(line.replacen(&format!("\"id\":{id}"), "\"id\":9", 1), SPACED);
+    assert_eq!(
+        line.replacen(&format!("\"id\":{id}"), "\"id\":9", 1),
+        SPACED
+    );
     let (line, id) = received_line(&raw_log, "tools/call");
     assert_eq!(
         line.replacen(&format!("\"id\":{id}"), "\"id\":2", 1),
@@ -429,7 +441,14 @@ impl Served {
     fn start(env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_mcpctl"));
         command
-            .args(["serve", "--listen", "127.0.0.1:0", "--model", "passthrough", "--"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--model",
+                "passthrough",
+                "--",
+            ])
             .args(support::scripted_upstream())
             .env_remove("MCPCTL_LOG")
             .stdin(Stdio::null())
@@ -510,7 +529,9 @@ async fn serve_http_requests_become_server_spans_and_the_upstream_joins_the_trac
     assert!(status.success(), "{status}");
 
     let spans = receiver.wait_for("the tools/call span", |spans| {
-        spans.iter().any(|s| s.attr("jsonrpc.request.id") == Some("7"))
+        spans
+            .iter()
+            .any(|s| s.attr("jsonrpc.request.id") == Some("7"))
     });
     let call = spans
         .iter()
@@ -526,4 +547,106 @@ async fn serve_http_requests_become_server_spans_and_the_upstream_joins_the_trac
     assert_eq!(call.trace_id, CLIENT_TRACE);
     assert_eq!(call.parent_span_id, CLIENT_SPAN);
     assert_eq!(call.span_id, upstream_parent);
+}
+
+/// The official MCP Python SDK (`tests/interop/.venv`) calling one tool through `mcpctl proxy`
+/// with trace context in `_meta`, printing what the tool answered.
+const PYTHON_CLIENT: &str = r#"
+import asyncio, os, sys
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+async def main():
+    traceparent, command, *args = sys.argv[1:]
+    server = StdioServerParameters(command=command, args=args, env=dict(os.environ))
+    async with stdio_client(server) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            result = await session.call_tool(
+                "echo_params", {"text": "hi"}, meta={"traceparent": traceparent})
+            print(result.content[0].text, flush=True)
+
+asyncio.run(main())
+"#;
+
+#[test]
+fn the_official_python_client_over_stdio_gets_its_trace_continued() {
+    let python =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/interop/.venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: install the interop suite's environment (tests/interop/README.md)",
+        python.display()
+    );
+    let receiver = Receiver::start();
+    let traceparent = format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01");
+    let mut child = Command::new(python)
+        .arg("-c")
+        .arg(PYTHON_CLIENT)
+        .arg(&traceparent)
+        .arg(env!("CARGO_BIN_EXE_mcpctl"))
+        .args(["proxy", "--model", "passthrough", "--"])
+        .args(support::scripted_upstream())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the Python client starts");
+    // Both pipes read to their end in threads of their own: a client that hangs cannot hang
+    // the test, which kills it after `WAIT`.
+    let read_all = |pipe: Box<dyn std::io::Read + Send>| {
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = BufReader::new(pipe).read_to_string(&mut text);
+            let _ = tx.send(text);
+        });
+        rx
+    };
+    let stdout = read_all(Box::new(child.stdout.take().expect("stdout is piped")));
+    let stderr = read_all(Box::new(child.stderr.take().expect("stderr is piped")));
+    let exited = {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break Some(status);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let stderr = stderr.recv_timeout(WAIT).unwrap_or_default();
+    let status = exited.unwrap_or_else(|| panic!("the Python client did not finish: {stderr}"));
+    assert!(status.success(), "the Python client failed: {stderr}");
+    let stdout = stdout.recv_timeout(WAIT).unwrap_or_default();
+    let line = stdout
+        .lines()
+        .next()
+        .unwrap_or_else(|| panic!("no answer from the Python client: {stderr}"));
+    let params: Value = serde_json::from_str(line).expect("echo_params answers JSON");
+    let (trace, upstream_parent) = traceparent_parts(
+        params["_meta"]["traceparent"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no traceparent upstream: {line}")),
+    );
+    assert_eq!(trace, CLIENT_TRACE);
+
+    let spans = receiver.wait_for("the tools/call span", |spans| {
+        spans.iter().any(|s| s.name == "tools/call echo_params")
+    });
+    let call = spans
+        .iter()
+        .find(|s| s.name == "tools/call echo_params")
+        .expect("found above");
+    assert_eq!(call.kind, SPAN_KIND_SERVER);
+    assert_eq!(call.trace_id, CLIENT_TRACE);
+    assert_eq!(call.parent_span_id, CLIENT_SPAN);
+    assert_eq!(call.span_id, upstream_parent);
+    assert_eq!(call.attr("mcp.method.name"), Some("tools/call"));
+    assert!(call.attr("mcp.protocol.version").is_some(), "{call:?}");
 }

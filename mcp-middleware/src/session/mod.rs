@@ -532,11 +532,8 @@ impl Session {
             ));
             return;
         }
-        self.taps.start(id, method, params, || crate::request_tap::SessionFacts {
-            session_id: &self.scope.id,
-            protocol_version: self.scope.info.read().ok().and_then(|i| i.protocol_version.clone()),
-            server: self.server.to_string(),
-        });
+        self.taps
+            .start(id, method, params, &self.scope, &self.server);
         // Routing paths (SPEC P7, S1): only when some are configured is anything parsed here.
         let Some(decision) = self
             .chain

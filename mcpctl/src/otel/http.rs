@@ -48,10 +48,13 @@ impl OtlpClient {
             .map_err(|err| format!("TLS setup failed: {err}"))?
             .with_root_certificates(roots)
             .with_no_client_auth();
-        let timeout = ["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"]
-            .into_iter()
-            .find_map(|var| std::env::var(var).ok()?.trim().parse().ok())
-            .map_or(EXPORT_TIMEOUT, Duration::from_millis);
+        let timeout = [
+            "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+            "OTEL_EXPORTER_OTLP_TIMEOUT",
+        ]
+        .into_iter()
+        .find_map(|var| std::env::var(var).ok()?.trim().parse().ok())
+        .map_or(EXPORT_TIMEOUT, Duration::from_millis);
         Ok(Self {
             runtime,
             tls: tokio_rustls::TlsConnector::from(Arc::new(config)),
@@ -102,7 +105,10 @@ async fn exchange(
     let Some(authority) = uri.authority().cloned() else {
         return Err(format!("the OTLP endpoint `{uri}` has no host").into());
     };
-    let host = authority.host().trim_start_matches('[').trim_end_matches(']');
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
     let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
     let stream = TcpStream::connect((host, port)).await?;
     // HTTP/1.1 to the origin: the path in the request line, the authority in `Host`.
@@ -135,6 +141,9 @@ where
     });
     let answer = sender.send_request(request).await?;
     let (parts, body) = answer.into_parts();
-    let body = Limited::new(body, MAX_ANSWER_BYTES).collect().await?.to_bytes();
+    let body = Limited::new(body, MAX_ANSWER_BYTES)
+        .collect()
+        .await?
+        .to_bytes();
     Ok(Response::from_parts(parts, body))
 }

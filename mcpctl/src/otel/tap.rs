@@ -12,9 +12,7 @@
 //! read by more people than should hold it.
 
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator as _};
-use opentelemetry::trace::{
-    Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _,
-};
+use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Span, Tracer};
@@ -126,8 +124,10 @@ impl TappedRequest for RequestSpan {
     }
 
     fn end(mut self: Box<Self>, end: &RequestEnd<'_>) {
-        self.span
-            .set_attribute(KeyValue::new("mcp_middleware.outcome", end.outcome.as_str()));
+        self.span.set_attribute(KeyValue::new(
+            "mcp_middleware.outcome",
+            end.outcome.as_str(),
+        ));
         if end.outcome == Outcome::Error {
             // semconv: the JSON-RPC error code as a string, or `tool_error` for `isError`.
             let error_type = end
