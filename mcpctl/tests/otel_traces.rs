@@ -285,6 +285,11 @@ fn stdio_traces(model: &str) {
     assert!(failed.get("error").is_some(), "{failed}");
     client.send_line(SPACED);
     client.request_response(json!(9));
+    // A call the upstream never answers, cancelled by the client: its span ends then.
+    client.send(
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "hang"}}),
+    );
+    client.notify("notifications/cancelled", json!({"requestId": 5}));
     let (status, stderr) = client.close_with_stderr();
     assert!(status.success(), "mcpctl failed: {stderr}");
 
@@ -326,8 +331,8 @@ fn stdio_traces(model: &str) {
     );
     let _ = std::fs::remove_file(&raw_log);
 
-    // Spans: initialize, two tool calls, the failed call, custom/echo; flushed at exit.
-    let spans = receiver.wait_for("five request spans", |spans| spans.len() >= 5);
+    // Spans: initialize, three tool calls, the failed call, custom/echo; flushed at exit.
+    let spans = receiver.wait_for("six request spans", |spans| spans.len() >= 6);
     let by_id = |id: &str| {
         spans
             .iter()
@@ -366,6 +371,12 @@ fn stdio_traces(model: &str) {
     assert_eq!(error.status, STATUS_ERROR);
     assert_eq!(error.attr("error.type"), Some("-32601"));
     assert_eq!(error.attr("rpc.response.status_code"), Some("-32601"));
+
+    let cancelled = by_id("5");
+    assert_eq!(cancelled.name, "tools/call hang");
+    assert_eq!(cancelled.attr("mcp_middleware.outcome"), Some("cancelled"));
+    assert_ne!(cancelled.status, STATUS_ERROR);
+    assert_eq!(call.attr("mcp_middleware.outcome"), Some("ok"));
 
     let initialize = by_id("0");
     assert_eq!(initialize.attr("mcp.method.name"), Some("initialize"));
