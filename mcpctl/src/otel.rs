@@ -67,6 +67,20 @@ impl Traces {
         let Some(var) = configured_endpoint() else {
             return Ok(Self::off());
         };
+        // Said at start, not at the first failed export: the client speaks HTTP(S) only. The
+        // URL itself is not repeated: it may carry credentials.
+        let endpoint = std::env::var(var).unwrap_or_default();
+        let scheme = endpoint.trim().split_once("://").map(|(scheme, _)| scheme);
+        let web = |s: &str| s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https");
+        if !scheme.is_some_and(web) {
+            anyhow::bail!(
+                "{var}: OpenTelemetry traces go to an http:// or https:// URL, not {}",
+                scheme.map_or_else(
+                    || "one without a scheme".to_owned(),
+                    |s| format!("`{s}://`")
+                )
+            );
+        }
         let protocol = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
             .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"));
         if let Ok(protocol) = protocol

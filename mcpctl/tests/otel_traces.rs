@@ -661,3 +661,24 @@ fn the_official_python_client_over_stdio_gets_its_trace_continued() {
     assert_eq!(call.attr("mcp.method.name"), Some("tools/call"));
     assert!(call.attr("mcp.protocol.version").is_some(), "{call:?}");
 }
+
+#[test]
+fn an_endpoint_that_is_not_http_is_refused_at_start() {
+    for (endpoint, says) in [
+        ("grpc://127.0.0.1:4317", "not `grpc://`"),
+        ("127.0.0.1:4318", "not one without a scheme"),
+    ] {
+        let client = Client::scripted(
+            &["--model", "passthrough"],
+            &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)],
+        );
+        let (status, stderr) = client.close_with_stderr();
+        assert_eq!(status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(
+                "OTEL_EXPORTER_OTLP_ENDPOINT: OpenTelemetry traces go to an http:// or https:// URL"
+            ) && stderr.contains(says),
+            "{stderr}"
+        );
+    }
+}
