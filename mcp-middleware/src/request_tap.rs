@@ -211,7 +211,7 @@ impl Taps {
             protocol_version: protocol_version.as_deref(),
             server: &server,
         };
-        let Some(tapped) = tap.start(&start) else {
+        let Some(tapped) = guarded("start", || tap.start(&start)).flatten() else {
             return;
         };
         self.open().insert(
@@ -231,14 +231,14 @@ impl Taps {
             return line;
         };
         let open = self.open();
-        let Some(entries) = open
-            .get(client_id)
-            .map(|open| open.tapped.forward_meta())
-            .filter(|entries| !entries.is_empty())
-        else {
+        let Some(open) = open.get(client_id) else {
             return line;
         };
-        crate::trace_context::inject_meta(&line, entries).unwrap_or(line)
+        let entries = guarded("forward_meta", || open.tapped.forward_meta().to_vec());
+        match entries.filter(|entries| !entries.is_empty()) {
+            Some(entries) => crate::trace_context::inject_meta(&line, &entries).unwrap_or(line),
+            None => line,
+        }
     }
 
     /// A line on its way to the client: when it answers an open request, that request ends.
@@ -279,7 +279,7 @@ impl Taps {
             error_message: error.as_ref().map(|(_, message)| message.as_str()),
             duration: open.started.elapsed(),
         };
-        open.tapped.end(&end);
+        guarded("end", || open.tapped.end(&end));
     }
 
     /// The client cancelled its request `client_id` (raw JSON id): it ends cancelled.
@@ -296,12 +296,25 @@ impl Taps {
 
 impl Open {
     fn end_cancelled(self) {
-        self.tapped.end(&RequestEnd {
+        let end = RequestEnd {
             outcome: Outcome::Cancelled,
             error_code: None,
             error_message: None,
             duration: self.started.elapsed(),
-        });
+        };
+        guarded("end", || self.tapped.end(&end));
+    }
+}
+
+/// Runs a tap's code: a panic in it is logged and costs the request its tapping, never the
+/// session (as with observers).
+fn guarded<T>(what: &str, run: impl FnOnce() -> T) -> Option<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(value) => Some(value),
+        Err(_) => {
+            tracing::warn!("the request tap's `{what}` panicked");
+            None
+        }
     }
 }
 
