@@ -44,8 +44,6 @@ pub struct Chain {
     observed: bool,
     /// The routing paths (SPEC P7); `None` when none are configured.
     router: Option<Router>,
-    /// The embedding binary's request taps ([`crate::request_tap`]).
-    taps: crate::request_tap::Taps,
 }
 
 impl std::fmt::Debug for Chain {
@@ -68,7 +66,6 @@ impl Chain {
             states: Vec::new(),
             observed: false,
             router: None,
-            taps: Default::default(),
         }
     }
 
@@ -128,7 +125,6 @@ impl Chain {
             configs: configs_by_type,
             states,
             router: None,
-            taps: Default::default(),
         })
     }
 
@@ -160,18 +156,6 @@ impl Chain {
     /// Whether any model observes requests.
     pub fn observed(&self) -> bool {
         self.observed
-    }
-
-    /// Adds the embedding binary's request taps; a chain with a tap is observed.
-    pub(crate) fn with_taps(mut self, taps: crate::request_tap::Taps) -> Self {
-        self.observed |= !taps.is_empty();
-        self.taps = taps;
-        self
-    }
-
-    /// The request taps, told after the observers of every finished request.
-    pub(crate) fn taps(&self) -> &crate::request_tap::Taps {
-        &self.taps
     }
 
     /// Applies routing paths (hidden, pass-through) in front of the chain; `upstream` tells

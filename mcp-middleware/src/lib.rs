@@ -34,8 +34,8 @@
 //! - [`upstream`]: the servers behind the proxy.
 //! - [`registry`]: the proxy models linked into a binary.
 //! - [`routing`]: hidden and pass-through routes (SPEC P7).
-//! - [`request_tap`]: what the embedding binary learns of every finished request (metrics,
-//!   traces).
+//! - [`request_tap`]: every client request's start and end, for traces and metrics;
+//!   [`trace_context`] carries trace context in `params._meta`.
 // `deny`, not `forbid`: `upstream::parent_death` allows it for its one `pre_exec`.
 #![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
@@ -60,6 +60,7 @@ pub mod request_tap;
 pub mod routing;
 mod session;
 mod strict_json;
+pub mod trace_context;
 pub mod transport;
 pub mod tutorial;
 mod unknown_fields;

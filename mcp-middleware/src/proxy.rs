@@ -36,7 +36,6 @@ pub struct Proxy {
     project: Option<Arc<Project>>,
     options: SessionOptions,
     routes: Routes,
-    taps: crate::request_tap::Taps,
 }
 
 impl Proxy {
@@ -50,7 +49,6 @@ impl Proxy {
             project: None,
             options: SessionOptions::default(),
             routes: Routes::default(),
-            taps: Default::default(),
         }
     }
 
@@ -131,29 +129,7 @@ impl Proxy {
                 });
             }
         };
-        Ok(chain
-            .with_routes(&self.routes, &self.server)
-            .with_taps(self.taps.clone()))
-    }
-
-    /// Adds a [`RequestTap`](crate::request_tap::RequestTap): it sees every finished client
-    /// request of every session (metrics, traces). Several taps may be added.
-    ///
-    /// ```
-    /// use mcp_middleware::{Context, Proxy, model::Observation, upstream::StdioServer};
-    ///
-    /// struct Log;
-    /// impl mcp_middleware::request_tap::RequestTap for Log {
-    ///     fn request_finished(&self, _ctx: &Context, o: &Observation) {
-    ///         eprintln!("{} {}", o.method, o.outcome.as_str());
-    ///     }
-    /// }
-    /// let proxy = Proxy::new(StdioServer::new("my-server")).request_tap(Log);
-    /// # let _ = proxy;
-    /// ```
-    pub fn request_tap(mut self, tap: impl crate::request_tap::RequestTap) -> Self {
-        self.taps.push(std::sync::Arc::new(tap));
-        self
+        Ok(chain.with_routes(&self.routes, &self.server))
     }
 
     /// Replaces the session settings.

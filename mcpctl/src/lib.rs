@@ -18,6 +18,8 @@
 //!
 //! - `codemode` (default): the code-mode model of `mcp-middleware-models` and what it pulls in
 //!   (a JavaScript engine). `default-features = false` leaves it out.
+//! - `otel` (default): OpenTelemetry traces over OTLP/HTTP, on when `OTEL_EXPORTER_OTLP_ENDPOINT`
+//!   is set (README, "Traces (OpenTelemetry)").
 //!
 //! # Exit codes
 //!
@@ -39,6 +41,7 @@ mod completion;
 mod edit;
 mod model_config;
 mod models;
+mod otel;
 mod output;
 mod proxy;
 mod resources;

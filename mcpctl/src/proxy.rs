@@ -89,12 +89,18 @@ pub(crate) struct ProxyArgs {
 
 /// Runs the proxy until the client closes stdin or a stop signal arrives.
 pub(crate) fn run(args: ProxyArgs) -> anyhow::Result<()> {
-    Ok(build(&args)?.run_stdio()?)
+    // Dropped after the proxy returns: the last spans are flushed then.
+    let traces = crate::otel::Traces::from_env(crate::otel::Downstream::Pipe)?;
+    Ok(build(&args, traces.tap())?.run_stdio()?)
 }
 
 /// The proxy `args` describe (a project, or a model in front of one command), with its session
-/// settings: what `proxy` serves on stdio and `serve` over HTTP.
-pub(crate) fn build(args: &ProxyArgs) -> anyhow::Result<Proxy> {
+/// settings: what `proxy` serves on stdio and `serve` over HTTP. `tap` sees every request
+/// (traces).
+pub(crate) fn build(
+    args: &ProxyArgs,
+    tap: Option<std::sync::Arc<dyn mcp_middleware::request_tap::RequestTap>>,
+) -> anyhow::Result<Proxy> {
     let overrides = model_config::load(args.config.as_deref(), &args.sets)?;
     let mut options = SessionOptions::default();
     options.request_timeout =
@@ -102,6 +108,7 @@ pub(crate) fn build(args: &ProxyArgs) -> anyhow::Result<Proxy> {
     options.max_message_bytes = args.max_message_bytes;
     options.client_queue_bytes = args.client_queue_bytes;
     options.upstream_queue_bytes = args.upstream_queue_bytes;
+    options.request_tap = tap;
     let proxy = match &args.project {
         Some(name) => for_project(
             &Store::from_env()?,

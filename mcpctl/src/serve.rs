@@ -315,10 +315,11 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let (options, issuer_keys) = args.identity.apply(options, project_auth)?;
     let admin = crate::admin::setup::prepare(&args.admin, &args.proxy, stored.as_ref())?;
-    let proxy = match &admin {
-        Some(admin) => admin.tap(build(&args.proxy)?),
-        None => build(&args.proxy)?,
-    };
+    // Dropped after the runtime: sessions have ended and their spans are flushed then.
+    let traces = crate::otel::Traces::from_env(crate::otel::Downstream::Http)?;
+    let taps = [traces.tap(), admin.as_ref().and_then(|admin| admin.tap())];
+    let tap = mcp_middleware::request_tap::fan_out(taps.into_iter().flatten().collect());
+    let proxy = build(&args.proxy, tap)?;
     let admin = admin.map(|admin| admin.with_factory(args.proxy));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -43,6 +43,11 @@ pub(super) struct Hooked {
 }
 
 impl Hooked {
+    /// The client's id of hooked request `call`, while it runs.
+    pub(super) fn client_id(&self, call: u64) -> Option<&str> {
+        self.calls.get(&call).map(|call| &*call.client_id)
+    }
+
     /// Whether a hooked request the client knows as `client_id` is running.
     pub(super) fn in_flight(&self, client_id: &str) -> bool {
         self.by_client_id.contains_key(client_id)
@@ -419,7 +424,6 @@ impl Session {
                 tracing::warn!(model = layer.name, "an observer panicked");
             }
         }
-        self.chain.taps().finished(ctx, &observation);
     }
 
     /// Serves what a hook task asks of the loop.

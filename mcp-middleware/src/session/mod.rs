@@ -82,6 +82,10 @@ pub struct SessionOptions {
     /// refuses further requests with [`jsonrpc::UPSTREAM_BACKLOG`] (and drops client
     /// notifications other than cancellations, with a warning). Default 16 MiB.
     pub upstream_queue_bytes: usize,
+    /// Told when each client request starts and ends, and may add `_meta` entries to what is
+    /// forwarded for it (trace context): [`RequestTap`](crate::request_tap::RequestTap).
+    /// `None` (the default): nothing is tapped and nothing changes.
+    pub request_tap: Option<Arc<dyn crate::request_tap::RequestTap>>,
 }
 
 impl Default for SessionOptions {
@@ -93,6 +97,7 @@ impl Default for SessionOptions {
             input_closed_grace: Duration::from_secs(10),
             client_queue_bytes: 16 * 1024 * 1024,
             upstream_queue_bytes: 16 * 1024 * 1024,
+            request_tap: None,
         }
     }
 }
@@ -228,6 +233,8 @@ pub(crate) struct Session {
     malformed_from_upstream: u64,
     /// Client notifications dropped because the upstream was not reading.
     dropped_for_backlog: u64,
+    /// The client's requests in flight that the request tap follows.
+    taps: crate::request_tap::Taps,
 }
 
 impl Session {
@@ -256,6 +263,7 @@ impl Session {
             project,
         ));
         Ok(Self {
+            taps: crate::request_tap::Taps::new(options.request_tap.clone()),
             server,
             options,
             upstream_events,
@@ -426,6 +434,7 @@ impl Session {
     }
 
     pub(super) fn to_client(&self, line: String) {
+        self.taps.answered(&line);
         let _ = self.to_client.send(line);
     }
 
@@ -523,6 +532,8 @@ impl Session {
             ));
             return;
         }
+        self.taps
+            .start(id, method, params, &self.scope, &self.server);
         // Routing paths (SPEC P7, S1): only when some are configured is anything parsed here.
         let Some(decision) = self
             .chain
@@ -621,7 +632,7 @@ impl Session {
         if let Some((range, text)) = &new_params {
             replacements.push((range.clone(), text.as_str()));
         }
-        let out = splice(line, &replacements);
+        let out = self.taps.forward(Some(id), splice(line, &replacements));
         let client_id: Box<str> = id.into();
         self.by_client_id.insert(client_id.clone(), uid);
         if self.chain.observed() {
@@ -666,6 +677,7 @@ impl Session {
                 Some((uid, params.clone().unwrap_or_else(|| "{}".to_owned())));
         }
         let line = jsonrpc::request(itoa::Buffer::new().format(uid), method, params.as_deref());
+        let line = self.taps.forward(self.hooks.client_id(call), line);
         self.pending.insert(
             uid,
             Pending::Hook {
@@ -699,6 +711,12 @@ impl Session {
     }
 
     fn on_client_notification(&mut self, line: &str, method: &str, params: Option<&str>) {
+        if method == "notifications/cancelled"
+            && self.taps.active()
+            && let Some((request_id, _)) = params.and_then(|p| field_rewriter(p, "requestId"))
+        {
+            self.taps.cancelled(&request_id);
+        }
         if self.chain.has(HookId::ClientNotification) {
             self.hook_client_notification(method, params);
             return;

@@ -18,8 +18,10 @@
 
 use std::sync::Mutex;
 
-use mcp_middleware::model::Observation;
-use mcp_middleware::request_tap::RequestTap;
+use std::time::Duration;
+
+use mcp_middleware::model::Outcome;
+use mcp_middleware::request_tap::{RequestEnd, RequestStart, RequestTap, TappedRequest};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -121,22 +123,20 @@ impl Metrics {
         text
     }
 
-    /// Counts one finished request.
-    pub(crate) fn record(&self, observation: &Observation) {
-        let server = self.servers.server_of(observation.target.as_deref());
+    /// Counts one finished request: `method` about `target` ended in `outcome` after
+    /// `duration`.
+    fn record(&self, method: &str, target: Option<&str>, outcome: Outcome, duration: Duration) {
+        let server = self.servers.server_of(target);
         let labels = RequestLabels {
-            mcp_method_name: observation.method.clone(),
-            outcome: observation.outcome.as_str().to_owned(),
+            mcp_method_name: method.to_owned(),
+            outcome: outcome.as_str().to_owned(),
             server,
         };
         self.requests.get_or_create(&labels).inc();
         self.duration
             .get_or_create(&labels)
-            .observe(observation.duration.as_secs_f64());
-        if self.codemode
-            && observation.method == "tools/call"
-            && observation.target.as_deref() == Some("execute")
-        {
+            .observe(duration.as_secs_f64());
+        if self.codemode && method == "tools/call" && target == Some("execute") {
             self.executions
                 .get_or_create(&OutcomeLabels {
                     outcome: labels.outcome,
@@ -149,8 +149,26 @@ impl Metrics {
 /// The tap that feeds [`Metrics`].
 pub(crate) struct MetricsTap(pub(crate) std::sync::Arc<Metrics>);
 
+/// A request [`MetricsTap`] follows until it ends.
+struct Counted {
+    metrics: std::sync::Arc<Metrics>,
+    method: String,
+    target: Option<String>,
+}
+
 impl RequestTap for MetricsTap {
-    fn request_finished(&self, _ctx: &mcp_middleware::Context, observation: &Observation) {
-        self.0.record(observation);
+    fn start(&self, request: &RequestStart<'_>) -> Option<Box<dyn TappedRequest>> {
+        Some(Box::new(Counted {
+            metrics: self.0.clone(),
+            method: request.method.to_owned(),
+            target: request.target(),
+        }))
+    }
+}
+
+impl TappedRequest for Counted {
+    fn end(self: Box<Self>, end: &RequestEnd<'_>) {
+        self.metrics
+            .record(&self.method, self.target.as_deref(), end.outcome, end.duration);
     }
 }

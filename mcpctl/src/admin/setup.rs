@@ -5,8 +5,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use mcp_middleware::request_tap::RequestTap;
+
 use anyhow::{Context as _, bail};
-use mcp_middleware::Proxy;
 use mcp_middleware::auth::TokenList;
 use mcp_middleware::http::Sessions;
 use mcpctl::store::project::{DEFAULT_NAMESPACE_SEPARATOR, DEFAULT_PROXY_MODEL};
@@ -94,7 +95,7 @@ pub(crate) fn prepare(
         Some(project) => Some((Store::from_env()?, project.name.clone())),
         None => None,
     };
-    let codemode = build(proxy)?.chain()?.layer_names().contains(&"codemode");
+    let codemode = build(proxy, None)?.chain()?.layer_names().contains(&"codemode");
     #[cfg(feature = "metrics")]
     let metrics = Arc::new(super::metrics::Metrics::new(servers.clone(), codemode));
     Ok(Some(Prepared {
@@ -160,23 +161,18 @@ fn audit_source(
 }
 
 impl Prepared {
-    /// `proxy` with the metrics tap.
-    pub(crate) fn tap(&self, proxy: Proxy) -> Proxy {
+    /// The tap that feeds `/metrics` (none without the `metrics` feature).
+    pub(crate) fn tap(&self) -> Option<Arc<dyn RequestTap>> {
         #[cfg(feature = "metrics")]
-        let proxy = proxy.request_tap(super::metrics::MetricsTap(self.metrics.clone()));
-        proxy
+        return Some(Arc::new(super::metrics::MetricsTap(self.metrics.clone())));
+        #[cfg(not(feature = "metrics"))]
+        None
     }
 
     /// With the admin session built from `args` (again each time it restarts).
     pub(crate) fn with_factory(self, args: ProxyArgs) -> Ready {
-        #[cfg(feature = "metrics")]
-        let metrics = self.metrics.clone();
-        let factory: ProxyFactory = Arc::new(move || {
-            let proxy = build(&args)?;
-            #[cfg(feature = "metrics")]
-            let proxy = proxy.request_tap(super::metrics::MetricsTap(metrics.clone()));
-            Ok(proxy)
-        });
+        let tap = self.tap();
+        let factory: ProxyFactory = Arc::new(move || build(&args, tap.clone()));
         Ready {
             prepared: self,
             factory,
