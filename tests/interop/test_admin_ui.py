@@ -2,7 +2,11 @@
 selenium through /usr/bin/chromedriver, so nothing downloads a driver): the real `mcpctl serve
 --admin-listen` in front of the reference server, with an official Python SDK client holding a
 session over HTTP. Log in, see the servers, search a tool, call `echo` through its form and see
-the answer, end the client's session. Screenshots go to docs/screenshots/.
+the answer, end the client's session. Screenshots go to a temporary directory, or to
+docs/screenshots/ (the README's) with `UPDATE_SCREENSHOTS=1`.
+
+It runs once, in the suite's direct pass: the proxy modes of the suite (`MCP_PROXY`,
+`MCP_HTTP_PROXY`) do not change what it tests.
 
 Finds `mcpctl` in the workspace's target directory (`scripts/cargo-target-dir`, or
 `$MCPCTL_BIN`); skips when it was not built, or when Chromium is not installed.
@@ -25,7 +29,8 @@ from conftest import SERVER_JS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-SHOTS = ROOT / "docs" / "screenshots"
+SHOTS = (ROOT / "docs" / "screenshots" if os.environ.get("UPDATE_SCREENSHOTS") == "1"
+         else Path(tempfile.mkdtemp(prefix="mcpctl-ui-shots-")))
 TOKEN = "ui-admin-token-0123456789abcdef"
 
 
@@ -45,6 +50,8 @@ BINARY = mcpctl_binary()
 pytestmark = [
     pytest.mark.skipif(BINARY is None, reason="mcpctl is not built (cargo build -p mcpctl)"),
     pytest.mark.skipif(not Path("/usr/bin/chromedriver").exists(), reason="chromium-driver is not installed"),
+    pytest.mark.skipif(bool(os.environ.get("MCP_PROXY") or os.environ.get("MCP_HTTP_PROXY")),
+                       reason="runs once, in the suite's direct pass"),
 ]
 
 
