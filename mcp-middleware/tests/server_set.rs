@@ -374,3 +374,33 @@ async fn an_unknown_method_goes_where_its_params_say_or_is_refused() {
     assert_eq!(unlisted["error"]["code"], -32601, "{unlisted}");
     client.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_vendor_method_cannot_reach_what_routes_hide() {
+    let set = ServerSet::new().server("alpha", named("alpha")).server(
+        "beta",
+        named("beta").env("SCRIPTED_RESOURCES", "file:///b/secret"),
+    );
+    let routes = mcp_middleware::routing::Routes::new()
+        .hide("beta__secret*")
+        .hide("file:///b/*");
+    let mut client = Client::initialized(Proxy::new(set).routes(routes)).await;
+
+    for params in [
+        json!({"name": "beta__secret"}),
+        json!({"name": "beta__secret_two", "x": 1}),
+        json!({"uri": "file:///b/secret"}),
+        json!({"uri": "file:///b/./x/../secret"}),
+    ] {
+        let refused = client.request("custom/echo", params.clone()).await;
+        assert_eq!(refused["error"]["code"], -32602, "{params}: {refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains("hidden"), "{message}");
+    }
+    // What is not hidden still goes where its params say.
+    let echoed = client
+        .request("custom/echo", json!({"name": "beta__thing"}))
+        .await;
+    assert_eq!(echoed["result"]["echo"], json!({"name": "thing"}), "{echoed}");
+    client.close().await.unwrap();
+}

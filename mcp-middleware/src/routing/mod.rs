@@ -271,6 +271,28 @@ fn covers(method: &str) -> bool {
     )
 }
 
+/// Whether `method` is a request MCP defines (client to server, either era). A request for any
+/// other method (a vendor's, an extension's) is checked by its params' `name` and `uri` when
+/// routes hide something: a server set routes such requests by those members (`upstream::set`),
+/// so they must not reach what is hidden either.
+fn is_mcp_request(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize"
+            | "ping"
+            | "server/discover"
+            | "logging/setLevel"
+            | "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "tasks/get"
+            | "tasks/list"
+            | "tasks/result"
+            | "tasks/cancel"
+    ) || covers(method)
+}
+
 /// Whether a request for `method` may take the pass-through path.
 fn may_pass_through(method: &str) -> bool {
     matches!(
@@ -316,6 +338,13 @@ impl Router {
     /// Whether listings must be filtered (for some caller).
     fn hides(&self) -> bool {
         !self.hidden.is_empty() || !self.restricted.is_empty()
+    }
+
+    /// Whether the params of a `method` request are read and checked: the methods that name
+    /// tools, prompts and resources, and (when something is hidden) every method MCP does not
+    /// define.
+    fn checks(&self, method: &str) -> bool {
+        covers(method) || (self.hides() && !is_mcp_request(method))
     }
 
     /// Whether `name` (a tool or prompt name, or a URI) is hidden from `who`, under any
@@ -405,7 +434,7 @@ impl Router {
                 params: None,
             };
         }
-        let Some(text) = params.filter(|_| covers(method)) else {
+        let Some(text) = params.filter(|_| self.checks(method)) else {
             return Decision::chain();
         };
         let read = match self.read(method, text) {
@@ -442,7 +471,7 @@ impl Router {
         params: Option<&str>,
         who: &Identity,
     ) -> Result<Option<String>, ErrorData> {
-        let Some(text) = params.filter(|_| covers(method)) else {
+        let Some(text) = params.filter(|_| self.checks(method)) else {
             return Ok(None);
         };
         let read = self.read(method, text)?;
@@ -528,6 +557,20 @@ impl Router {
                              array of URIs; it was not sent"
                         )));
                     }
+                }
+            }
+            other if !is_mcp_request(other) => {
+                // A vendor method's `name` may be a tool's or a prompt's: checked as both.
+                if let Some(Value::String(name)) = params.get("name") {
+                    for kind in [Kind::Tool, Kind::Prompt] {
+                        names.push(Named {
+                            text: name.clone(),
+                            kind,
+                        });
+                    }
+                }
+                if let Some(slot @ Value::String(_)) = params.get_mut("uri") {
+                    self.checked_uri(slot, method, "uri", &mut names)?;
                 }
             }
             _ => {}
