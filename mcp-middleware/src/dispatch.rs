@@ -52,26 +52,33 @@ async fn typed(chain: &Chain, ctx: &Context, method: &str, params: Option<String
     let Some(hook) = HookId::for_method(method).filter(|hook| chain.has(*hook)) else {
         return ctx.upstream_raw(method, params).await;
     };
-    let params = params.as_deref();
-    match hook {
-        HookId::Initialize => run::<hooks::Initialize>(chain, ctx, params).await,
-        HookId::Discover => run::<hooks::Discover>(chain, ctx, params).await,
-        HookId::ToolsList => run::<hooks::ToolsList>(chain, ctx, params).await,
-        HookId::ToolCall => run::<hooks::ToolCall>(chain, ctx, params).await,
-        HookId::ResourcesList => run::<hooks::ResourcesList>(chain, ctx, params).await,
-        HookId::ResourceTemplatesList => {
-            run::<hooks::ResourceTemplatesList>(chain, ctx, params).await
-        }
-        HookId::ResourceRead => run::<hooks::ResourceRead>(chain, ctx, params).await,
-        HookId::ResourceSubscribe => run::<hooks::ResourceSubscribe>(chain, ctx, params).await,
-        HookId::ResourceUnsubscribe => run::<hooks::ResourceUnsubscribe>(chain, ctx, params).await,
-        HookId::PromptsList => run::<hooks::PromptsList>(chain, ctx, params).await,
-        HookId::PromptGet => run::<hooks::PromptGet>(chain, ctx, params).await,
-        HookId::Completion => run::<hooks::Completion>(chain, ctx, params).await,
-        HookId::SetLevel => run::<hooks::SetLevel>(chain, ctx, params).await,
-        _ => ctx.upstream_raw(method, params.map(str::to_owned)).await,
+    match run_typed(hook, chain, ctx, params.as_deref()).await {
+        Some(outcome) => outcome,
+        None => ctx.upstream_raw(method, params).await,
     }
 }
+
+/// `run::<H>` for the typed request hook `hook`, from the hook table (`None`: not a typed hook).
+macro_rules! run_typed {
+    (
+        typed { $( $(#[$tdoc:meta])* $tid:ident, $tfn:ident, $method:literal: $tp:ty => $to:ty; )* }
+        $($rest:tt)*
+    ) => {
+        async fn run_typed(
+            hook: HookId,
+            chain: &Chain,
+            ctx: &Context,
+            params: Option<&str>,
+        ) -> Option<RawOutcome> {
+            Some(match hook {
+                $(HookId::$tid => run::<hooks::$tid>(chain, ctx, params).await,)*
+                _ => return None,
+            })
+        }
+    };
+}
+
+crate::model::hook_table::for_each_hook!(run_typed);
 
 async fn run<H>(chain: &Chain, ctx: &Context, params: Option<&str>) -> RawOutcome
 where
