@@ -92,11 +92,12 @@ where
 /// A typed request through `steps` (a whole chain's, or the part below one layer: see
 /// `crate::below`), then the upstream.
 ///
-/// Each message is read once and written once: the params are parsed from the client's text
-/// here and written for the upstream at the end of the chain; the upstream's result is read
-/// there (a `tools/list` through [`Listing`], whose schemas are not read at all when they were
-/// seen before) and written here, for the client. Every hook in between passes the one typed
-/// value on.
+/// The request and its result cross every hook as one typed value: the params are read from the
+/// client's text here and written for the upstream at the end of the chain; the upstream's result
+/// is read there and written here, for the client. A `tools/list` result is read through
+/// [`Listing`], which does not parse schemas it has seen before and writes unchanged ones as the
+/// upstream's own text. Other results are written straight to text unless members rmcp's types
+/// lost must be put back.
 pub(crate) async fn run_steps<H>(steps: &[Step], ctx: &Context, params: Option<&str>) -> RawOutcome
 where
     H: RequestHook,
@@ -118,9 +119,7 @@ where
         .is_some_and(|version| version.as_str() < "2026-07-28");
     let lost = match &read {
         Some(Read::Listing(listing)) => {
-            if listing.lost().is_none()
-                && let Some(list) = (&mut output as &mut dyn Any).downcast_mut::<ListToolsResult>()
-            {
+            if let Some(list) = (&mut output as &mut dyn Any).downcast_mut::<ListToolsResult>() {
                 if older {
                     list.result_type = None;
                 }

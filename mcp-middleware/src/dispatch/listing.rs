@@ -94,8 +94,19 @@ impl Listing {
     }
 
     /// Writes what the hooks made of this listing, splicing in the upstream's text for every
-    /// schema they left as it was.
+    /// schema they left as it was, and putting back the members rmcp's types lost (where the
+    /// hooks' result has none of its own, as [`UnknownFields::restore`] does).
     pub(crate) fn write(&self, list: &mut ListToolsResult) -> Result<String, serde_json::Error> {
+        let lost_items = self
+            .lost
+            .as_ref()
+            .map(|lost| lost.items_by_name("tools"))
+            .unwrap_or_default();
+        let lost_per_tool = list
+            .tools
+            .iter()
+            .map(|tool| lost_items.get(tool.name.as_ref()).copied())
+            .collect();
         let placeholder = Arc::new(JsonObject::new());
         let mut splices = Vec::with_capacity(list.tools.len() * 2);
         for tool in &mut list.tools {
@@ -110,6 +121,8 @@ impl Listing {
             Splice {
                 raw: &self.raw,
                 splices: splices.into_iter(),
+                lost_top: self.lost.as_ref().map(UnknownFields::top),
+                lost_per_tool,
                 ..Splice::default()
             },
         );
@@ -200,13 +213,22 @@ fn schema_spans(raw: &str, list: &ListToolsResult) -> Option<HashMap<usize, Rang
 }
 
 /// A compact [`Formatter`] that writes `raw[span]` in place of each tool's schema it is given a
-/// span for. It follows the nesting to find the schemas: `{"tools": [{"inputSchema": ...,
-/// "outputSchema": ...}]}` (a `Tool` has no flattened members, so these keys at that depth
-/// are its schema fields). `splices` has one entry per schema member written, in order.
+/// span for, and adds the lost members. It follows the nesting to find the schemas: `{"tools":
+/// [{"inputSchema": ..., "outputSchema": ...}]}` (a `Tool` has no flattened members, so these
+/// keys at that depth are its schema fields). `splices` has one entry per schema member
+/// written, in order; `lost_per_tool` one per tool.
 #[derive(Default)]
 struct Splice<'a> {
     raw: &'a str,
     splices: std::vec::IntoIter<Option<Range<usize>>>,
+    /// The members lost at the top level, written at the end of the result.
+    lost_top: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    /// The members each tool lost, written at the end of the tool.
+    lost_per_tool: Vec<Option<&'a serde_json::Map<String, serde_json::Value>>>,
+    /// How many tools have begun.
+    tools_begun: usize,
+    /// The keys written so far in the result (depth 1) and in the current tool (depth 3).
+    written: [Vec<String>; 2],
     /// How many objects and arrays are open.
     depth: usize,
     /// The key being written, at the depths that matter (1: the result, 3: a tool).
@@ -232,6 +254,10 @@ impl Formatter for Splice<'_> {
 
     fn begin_object<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
         self.depth += 1;
+        if self.depth == 3 && self.in_tools {
+            self.tools_begun += 1;
+            self.written[1].clear();
+        }
         match self.pending.take().and_then(|span| self.raw.get(span)) {
             Some(text) => {
                 self.skip_end = Some(self.depth);
@@ -247,6 +273,28 @@ impl Formatter for Splice<'_> {
         if self.skip_end == Some(depth) {
             self.skip_end = None;
             return Ok(());
+        }
+        let lost = match depth {
+            1 => self.lost_top.map(|lost| (lost, &self.written[0])),
+            3 if self.in_tools => self
+                .lost_per_tool
+                .get(self.tools_begun.wrapping_sub(1))
+                .copied()
+                .flatten()
+                .map(|lost| (lost, &self.written[1])),
+            _ => None,
+        };
+        if let Some((lost, written)) = lost {
+            for (key, value) in lost {
+                if written.iter().any(|w| w == key) {
+                    continue;
+                }
+                // The result and a tool always have a member before these (`tools`, `name`).
+                writer.write_all(b",")?;
+                serde_json::to_writer(&mut *writer, key).map_err(io::Error::other)?;
+                writer.write_all(b":")?;
+                serde_json::to_writer(&mut *writer, value).map_err(io::Error::other)?;
+            }
         }
         writer.write_all(b"}")
     }
@@ -272,8 +320,12 @@ impl Formatter for Splice<'_> {
         };
         if self.depth == 1 {
             self.in_tools = key == "tools";
-        } else if key == "inputSchema" || key == "outputSchema" {
-            self.pending = self.splices.next().flatten();
+            self.written[0].push(key);
+        } else {
+            if key == "inputSchema" || key == "outputSchema" {
+                self.pending = self.splices.next().flatten();
+            }
+            self.written[1].push(key);
         }
         Ok(())
     }
@@ -325,6 +377,37 @@ mod tests {
             })
             .collect();
         serde_json::to_string(&json!({"tools": tools, "nextCursor": "c"})).expect("json")
+    }
+
+    #[test]
+    fn members_rmcp_does_not_know_are_put_back_as_restore_does() {
+        let mut raw: Value = serde_json::from_str(&listing(603)).expect("json");
+        raw["x-extra"] = json!({"kept": true});
+        for (i, tool) in raw["tools"]
+            .as_array_mut()
+            .expect("tools")
+            .iter_mut()
+            .enumerate()
+        {
+            if i % 3 == 0 {
+                tool["execution"] = json!({"taskSupport": "optional"});
+                tool["title"] = Value::Null;
+            }
+        }
+        let raw = serde_json::to_string(&raw).expect("json");
+        let read = Listing::read(raw).expect("read");
+        assert!(read.lost().is_some());
+        let mut typed = read.typed();
+        typed.tools.retain(|tool| tool.name != "tool_3");
+        typed.tools[0].title = Some("set by a hook".into());
+        let mut expected = serde_json::to_value(&typed).expect("value");
+        read.lost().expect("lost").restore(&mut expected);
+        let written = read.write(&mut typed).expect("write");
+        let written: Value = serde_json::from_str(&written).expect("valid JSON");
+        assert_eq!(written, expected);
+        assert_eq!(written["tools"][0]["title"], "set by a hook");
+        assert_eq!(written["tools"][0]["execution"]["taskSupport"], "optional");
+        assert_eq!(written["x-extra"]["kept"], true);
     }
 
     #[test]
