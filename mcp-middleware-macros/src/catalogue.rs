@@ -6,7 +6,9 @@
 
 use std::sync::LazyLock;
 
-include!("../../mcp-middleware/src/model/hook_table.rs");
+// `hook_table.rs` here is a symbolic link to the library's file, so that a packaged crate
+// carries the table itself.
+include!("hook_table.rs");
 
 /// How a hook is called, which fixes its parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
