@@ -1,8 +1,14 @@
 //! The hook catalogue as the macro knows it: every hook function name, the `HookId` variant and
 //! marker type it maps to in `mcp_middleware::__private`, and the signature it must have.
 //!
-//! This is the one table the macro shares with the library (`model/hooks.rs`); a hook added
-//! there is added here too.
+//! It is built from the library's hook table (`mcp-middleware/src/model/hook_table.rs`), taken in
+//! here with `include!`, so the macro and the library cannot disagree about a hook.
+
+use std::sync::LazyLock;
+
+// `hook_table.rs` here is a symbolic link to the library's file, so that a packaged crate
+// carries the table itself.
+include!("hook_table.rs");
 
 /// How a hook is called, which fixes its parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,9 +31,9 @@ pub(crate) struct Hook {
     /// How it is called.
     pub(crate) kind: Kind,
     /// The params type, as the expected signature shows it.
-    params: &'static str,
+    params: String,
     /// The result type, as the expected signature shows it.
-    output: &'static str,
+    output: String,
 }
 
 impl Hook {
@@ -41,8 +47,13 @@ impl Hook {
     }
 
     /// The type of the second parameter (`params`, `content`), as [`type_text`] renders it.
-    pub(crate) fn params(&self) -> Option<&'static str> {
-        (self.kind != Kind::Session).then_some(self.params)
+    pub(crate) fn params(&self) -> Option<&str> {
+        (self.kind != Kind::Session).then_some(self.params.as_str())
+    }
+
+    /// The result type, as the expected signature shows it.
+    pub(crate) fn output(&self) -> &str {
+        &self.output
     }
 
     /// The signature a model's function must have, for error messages.
@@ -61,139 +72,55 @@ impl Hook {
     }
 }
 
-const fn request(
-    name: &'static str,
-    id: &'static str,
-    params: &'static str,
-    output: &'static str,
-) -> Hook {
-    Hook {
-        name,
-        id,
-        kind: Kind::Request,
-        params,
-        output,
-    }
+/// A type as `stringify!` spells it, without the spaces it puts between tokens
+/// (`Option < P >` is `Option<P>`), which is how [`type_text`] and the signatures write it.
+fn spelled(tokens: &str) -> String {
+    tokens.chars().filter(|c| !c.is_whitespace()).collect()
 }
 
-const PAGINATED: &str = "Option<PaginatedRequestParams>";
+/// The catalogue, from the hook table.
+macro_rules! catalogue {
+    (
+        typed { $( $(#[$tdoc:meta])* $tid:ident, $tfn:ident, $method:literal: $tp:ty => $to:ty; )* }
+        raw { $( $(#[$rdoc:meta])* $rid:ident, $rfn:ident: $rp:ty => $ro:ty; )* }
+        transform { $( $(#[$xdoc:meta])* $xid:ident, $xfn:ident; )* }
+        session { $( $(#[$sdoc:meta])* $sid:ident, $sfn:ident; )* }
+    ) => {
+        vec![
+            $(Hook {
+                name: stringify!($tfn),
+                id: stringify!($tid),
+                kind: Kind::Request,
+                params: spelled(stringify!($tp)),
+                output: spelled(stringify!($to)),
+            },)*
+            $(Hook {
+                name: stringify!($rfn),
+                id: stringify!($rid),
+                kind: Kind::Request,
+                params: spelled(stringify!($rp)),
+                output: spelled(stringify!($ro)),
+            },)*
+            $(Hook {
+                name: stringify!($xfn),
+                id: stringify!($xid),
+                kind: Kind::Transform,
+                params: "Content".to_owned(),
+                output: "String".to_owned(),
+            },)*
+            $(Hook {
+                name: stringify!($sfn),
+                id: stringify!($sid),
+                kind: Kind::Session,
+                params: String::new(),
+                output: "()".to_owned(),
+            },)*
+        ]
+    };
+}
 
 /// Every hook, in the library's `HookId` order.
-pub(crate) const HOOKS: &[Hook] = &[
-    request(
-        "on_initialize",
-        "Initialize",
-        "InitializeRequestParams",
-        "InitializeResult",
-    ),
-    request(
-        "on_discover",
-        "Discover",
-        "DiscoverRequestParams",
-        "DiscoverResult",
-    ),
-    request("on_tools_list", "ToolsList", PAGINATED, "ListToolsResult"),
-    request(
-        "on_tool_call",
-        "ToolCall",
-        "CallToolRequestParams",
-        "CallToolResult",
-    ),
-    request(
-        "on_resources_list",
-        "ResourcesList",
-        PAGINATED,
-        "ListResourcesResult",
-    ),
-    request(
-        "on_resource_templates_list",
-        "ResourceTemplatesList",
-        PAGINATED,
-        "ListResourceTemplatesResult",
-    ),
-    request(
-        "on_resource_read",
-        "ResourceRead",
-        "ReadResourceRequestParams",
-        "ReadResourceResult",
-    ),
-    request(
-        "on_resource_subscribe",
-        "ResourceSubscribe",
-        "SubscribeRequestParams",
-        "EmptyResult",
-    ),
-    request(
-        "on_resource_unsubscribe",
-        "ResourceUnsubscribe",
-        "UnsubscribeRequestParams",
-        "EmptyResult",
-    ),
-    request(
-        "on_prompts_list",
-        "PromptsList",
-        PAGINATED,
-        "ListPromptsResult",
-    ),
-    request(
-        "on_prompt_get",
-        "PromptGet",
-        "GetPromptRequestParams",
-        "GetPromptResult",
-    ),
-    request(
-        "on_completion",
-        "Completion",
-        "CompleteRequestParams",
-        "CompleteResult",
-    ),
-    request(
-        "on_set_level",
-        "SetLevel",
-        "SetLevelRequestParams",
-        "EmptyResult",
-    ),
-    request("on_request", "Request", "RawRequest", "serde_json::Value"),
-    request(
-        "on_client_notification",
-        "ClientNotification",
-        "RawNotification",
-        "()",
-    ),
-    request(
-        "on_server_notification",
-        "ServerNotification",
-        "RawNotification",
-        "()",
-    ),
-    request(
-        "on_server_request",
-        "ServerRequest",
-        "RawRequest",
-        "serde_json::Value",
-    ),
-    Hook {
-        name: "transform_content",
-        id: "TransformContent",
-        kind: Kind::Transform,
-        params: "Content",
-        output: "String",
-    },
-    Hook {
-        name: "on_session_start",
-        id: "SessionStart",
-        kind: Kind::Session,
-        params: "",
-        output: "()",
-    },
-    Hook {
-        name: "on_session_end",
-        id: "SessionEnd",
-        kind: Kind::Session,
-        params: "",
-        output: "()",
-    },
-];
+pub(crate) static HOOKS: LazyLock<Vec<Hook>> = LazyLock::new(|| for_each_hook!(catalogue));
 
 /// `ty` as the catalogue writes types: the last segment of each path with its type arguments
 /// (`rmcp::model::CallToolRequestParams` is `CallToolRequestParams`, `Option<P>` stays so).
@@ -337,7 +264,7 @@ mod tests {
 
     #[test]
     fn table_matches_kinds() {
-        for hook in HOOKS {
+        for hook in HOOKS.iter() {
             assert_eq!(hook.signature().matches(": ").count(), hook.arity());
         }
     }

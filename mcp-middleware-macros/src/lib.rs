@@ -127,3 +127,18 @@ use proc_macro::TokenStream;
 pub fn proxy_model(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::proxy_model(attr.into(), item.into()).into()
 }
+
+/// The macro's hook catalogue as a slice of `(name, id, params, output)`, for the library's test
+/// that it agrees with the library's hook table (both are built from the same file; this proves
+/// the two crates were built from the same version of it).
+#[doc(hidden)]
+#[proc_macro]
+pub fn __hook_catalogue(_input: TokenStream) -> TokenStream {
+    let entries = catalogue::HOOKS.iter().map(|hook| {
+        let (name, id) = (hook.name, hook.id);
+        let params = hook.params().unwrap_or_default();
+        let output = hook.output();
+        quote::quote! { (#name, #id, #params, #output) }
+    });
+    quote::quote! { &[#(#entries),*] }.into()
+}

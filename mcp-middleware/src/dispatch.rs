@@ -6,10 +6,13 @@
 //! A typed hook's params are parsed from the client's JSON only here, and its result written
 //! back to JSON only here; a message no hook handles never comes this way.
 
-use std::marker::PhantomData;
-use std::sync::Mutex;
+mod listing;
 
-use rmcp::model::{ErrorCode, ErrorData};
+use std::any::Any;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{ErrorCode, ErrorData, ListToolsResult};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -20,6 +23,7 @@ use crate::jsonrpc;
 use crate::model::hooks::{self, RequestHook, parse_params};
 use crate::model::{BoxFuture, End, HookId, HookResult, Next, RawNotification, RawRequest, Step};
 use crate::unknown_fields::UnknownFields;
+use listing::Listing;
 
 /// A client request through the chain: `on_request` hooks first, then the typed hooks of its
 /// method, then the upstream. Returns the result's JSON text.
@@ -48,26 +52,33 @@ async fn typed(chain: &Chain, ctx: &Context, method: &str, params: Option<String
     let Some(hook) = HookId::for_method(method).filter(|hook| chain.has(*hook)) else {
         return ctx.upstream_raw(method, params).await;
     };
-    let params = params.as_deref();
-    match hook {
-        HookId::Initialize => run::<hooks::Initialize>(chain, ctx, params).await,
-        HookId::Discover => run::<hooks::Discover>(chain, ctx, params).await,
-        HookId::ToolsList => run::<hooks::ToolsList>(chain, ctx, params).await,
-        HookId::ToolCall => run::<hooks::ToolCall>(chain, ctx, params).await,
-        HookId::ResourcesList => run::<hooks::ResourcesList>(chain, ctx, params).await,
-        HookId::ResourceTemplatesList => {
-            run::<hooks::ResourceTemplatesList>(chain, ctx, params).await
-        }
-        HookId::ResourceRead => run::<hooks::ResourceRead>(chain, ctx, params).await,
-        HookId::ResourceSubscribe => run::<hooks::ResourceSubscribe>(chain, ctx, params).await,
-        HookId::ResourceUnsubscribe => run::<hooks::ResourceUnsubscribe>(chain, ctx, params).await,
-        HookId::PromptsList => run::<hooks::PromptsList>(chain, ctx, params).await,
-        HookId::PromptGet => run::<hooks::PromptGet>(chain, ctx, params).await,
-        HookId::Completion => run::<hooks::Completion>(chain, ctx, params).await,
-        HookId::SetLevel => run::<hooks::SetLevel>(chain, ctx, params).await,
-        _ => ctx.upstream_raw(method, params.map(str::to_owned)).await,
+    match run_typed(hook, chain, ctx, params.as_deref()).await {
+        Some(outcome) => outcome,
+        None => ctx.upstream_raw(method, params).await,
     }
 }
+
+/// `run::<H>` for the typed request hook `hook`, from the hook table (`None`: not a typed hook).
+macro_rules! run_typed {
+    (
+        typed { $( $(#[$tdoc:meta])* $tid:ident, $tfn:ident, $method:literal: $tp:ty => $to:ty; )* }
+        $($rest:tt)*
+    ) => {
+        async fn run_typed(
+            hook: HookId,
+            chain: &Chain,
+            ctx: &Context,
+            params: Option<&str>,
+        ) -> Option<RawOutcome> {
+            Some(match hook {
+                $(HookId::$tid => run::<hooks::$tid>(chain, ctx, params).await,)*
+                _ => return None,
+            })
+        }
+    };
+}
+
+crate::model::hook_table::for_each_hook!(run_typed);
 
 async fn run<H>(chain: &Chain, ctx: &Context, params: Option<&str>) -> RawOutcome
 where
@@ -80,33 +91,86 @@ where
 
 /// A typed request through `steps` (a whole chain's, or the part below one layer: see
 /// `crate::below`), then the upstream.
+///
+/// The request and its result cross every hook as one typed value: the params are read from the
+/// client's text here and written for the upstream at the end of the chain; the upstream's result
+/// is read there and written here, for the client. A `tools/list` result is read through
+/// [`Listing`], which does not parse schemas it has seen before and writes unchanged ones as the
+/// upstream's own text. Other results are written straight to text unless members rmcp's types
+/// lost must be put back.
 pub(crate) async fn run_steps<H>(steps: &[Step], ctx: &Context, params: Option<&str>) -> RawOutcome
 where
     H: RequestHook,
     H::Params: Serialize + DeserializeOwned,
     H::Output: Serialize + DeserializeOwned,
 {
-    let typed: H::Params = parse_params(params).map_err(|err| invalid_params(H::METHOD, &err))?;
+    let (typed, params_lost) = read_params::<H>(params)?;
     let end = UpstreamEnd::<H> {
-        params_lost: params.and_then(|raw| lost_in::<H::Params>(raw, &typed)),
-        result_lost: Mutex::new(None),
+        params_lost,
+        result: Mutex::new(None),
         hook: PhantomData,
     };
-    let output = Next::<H>::new(steps, &end).run(ctx, typed).await?;
-    let mut value = serde_json::to_value(&output).map_err(|err| unwritable(H::METHOD, &err))?;
-    if let Some(lost) = end.result_lost.lock().ok().and_then(|mut lost| lost.take()) {
-        lost.restore(&mut value);
-    }
+    let mut output = Next::<H>::new(steps, &end).run(ctx, typed).await?;
+    let read = end.result.lock().ok().and_then(|mut read| read.take());
     // rmcp's constructors mark results `resultType: complete`, a 2026-07-28 field; a client
     // that negotiated an older version gets what its server would have sent.
-    if ctx
+    let older = ctx
         .protocol_version()
-        .is_some_and(|version| version.as_str() < "2026-07-28")
-        && let Value::Object(map) = &mut value
-    {
+        .is_some_and(|version| version.as_str() < "2026-07-28");
+    let lost = match &read {
+        Some(Read::Listing(listing)) => {
+            if let Some(list) = (&mut output as &mut dyn Any).downcast_mut::<ListToolsResult>() {
+                if older {
+                    list.result_type = None;
+                }
+                return listing
+                    .write(list)
+                    .map_err(|err| unwritable(H::METHOD, &err));
+            }
+            listing.lost()
+        }
+        Some(Read::Lost(lost)) => Some(lost),
+        None => None,
+    };
+    if lost.is_none() {
+        let text = serde_json::to_string(&output).map_err(|err| unwritable(H::METHOD, &err))?;
+        // The member can only be spelled so as a key or a whole string: this rarely misses.
+        if !(older && text.contains("\"resultType\"")) {
+            return Ok(text);
+        }
+    }
+    let mut value = serde_json::to_value(&output).map_err(|err| unwritable(H::METHOD, &err))?;
+    if let Some(lost) = lost {
+        lost.restore(&mut value);
+    }
+    if older && let Value::Object(map) = &mut value {
         map.remove("resultType");
     }
     write(&value)
+}
+
+/// Reads a typed hook's params from the client's text, and what rmcp's type lost of them.
+fn read_params<H>(params: Option<&str>) -> HookResult<(H::Params, Option<UnknownFields>)>
+where
+    H: RequestHook,
+    H::Params: Serialize + DeserializeOwned,
+    H::Output: Serialize + DeserializeOwned,
+{
+    // Read from the text, not from a `Value`: the typed read refuses duplicate members, which a
+    // `Value` would silently collapse.
+    let typed: H::Params = parse_params(params).map_err(|err| invalid_params(H::METHOD, &err))?;
+    let lost = params.and_then(|raw| lost_in(raw, &typed));
+    Ok((typed, lost))
+}
+
+/// Reads an upstream's result into `T`, and what `T` lost of it.
+fn read_result<T: Serialize + DeserializeOwned>(
+    method: &str,
+    raw: &str,
+) -> HookResult<(T, Option<UnknownFields>)> {
+    let typed: T = from_result(method, raw)?;
+    let lost = lost_in(raw, &typed);
+    Ok((typed, lost))
 }
 
 fn write<T: Serialize>(value: &T) -> RawOutcome {
@@ -128,16 +192,34 @@ fn unwritable(what: &str, err: &serde_json::Error) -> ErrorData {
 /// What reading `raw` into `typed` lost (see [`UnknownFields`]).
 fn lost_in<T: Serialize>(raw: &str, typed: &T) -> Option<UnknownFields> {
     let raw: Value = serde_json::from_str(raw).ok()?;
+    lost_against(&raw, typed)
+}
+
+/// What reading `raw` (already parsed) into `typed` lost.
+fn lost_against<T: Serialize>(raw: &Value, typed: &T) -> Option<UnknownFields> {
+    // Only an object can carry members a type has no field for.
+    if !matches!(raw, Value::Object(map) if !map.is_empty()) {
+        return None;
+    }
     let typed = serde_json::to_value(typed).ok()?;
-    UnknownFields::lost(&raw, &typed)
+    UnknownFields::lost(raw, &typed)
+}
+
+/// What the end of a typed chain read of the upstream's result, for [`run_steps`] to write the
+/// hooks' result with.
+enum Read {
+    /// A `tools/list` result: written with the upstream's own text for unchanged schemas.
+    Listing(Arc<Listing>),
+    /// What the typed result lost of the upstream's answer, to put back.
+    Lost(UnknownFields),
 }
 
 /// The end of a typed chain: the upstream. It puts back into the request the members the
-/// client sent that the typed params lost, and keeps what the typed result lost of the
-/// upstream's answer, for [`run`] to put back.
+/// client sent that the typed params lost, and keeps what it read of the upstream's answer
+/// ([`Read`]) for [`run_steps`].
 struct UpstreamEnd<H> {
     params_lost: Option<UnknownFields>,
-    result_lost: Mutex<Option<UnknownFields>>,
+    result: Mutex<Option<Read>>,
     hook: PhantomData<fn() -> H>,
 }
 
@@ -163,10 +245,29 @@ where
                 }
             };
             let raw = ctx.upstream_raw(H::METHOD, params).await?;
-            let typed: H::Output = from_result(H::METHOD, &raw)?;
-            let lost = lost_in(&raw, &typed);
-            if let Ok(mut slot) = self.result_lost.lock() {
-                *slot = lost;
+            let (typed, read) = if H::ID == HookId::ToolsList {
+                let listing = Listing::read(raw)?;
+                let mut typed: Option<H::Output> = None;
+                if let Some(slot) =
+                    (&mut typed as &mut dyn Any).downcast_mut::<Option<ListToolsResult>>()
+                {
+                    *slot = Some(listing.typed());
+                }
+                match typed {
+                    Some(typed) => (typed, Some(Read::Listing(listing))),
+                    None => {
+                        return Err(ErrorData::internal_error(
+                            "the proxy's tools/list hook does not return a tools/list result",
+                            None,
+                        ));
+                    }
+                }
+            } else {
+                let (typed, lost) = read_result::<H::Output>(H::METHOD, &raw)?;
+                (typed, lost.map(Read::Lost))
+            };
+            if let Ok(mut slot) = self.result.lock() {
+                *slot = read;
             }
             Ok(typed)
         })

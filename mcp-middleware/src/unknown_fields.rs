@@ -86,6 +86,24 @@ impl UnknownFields {
         (!lost.top.is_empty() || !lost.items.is_empty()).then_some(lost)
     }
 
+    /// The members lost at the top level, for a writer that puts them back without a `Value`.
+    pub(crate) fn top(&self) -> &Map<String, Value> {
+        &self.top
+    }
+
+    /// The members lost of the items of `list`, by the item's `name` (items known by another
+    /// identity are left out), for a writer that puts them back without a `Value`.
+    pub(crate) fn items_by_name(&self, list: &str) -> HashMap<&str, &Map<String, Value>> {
+        self.items
+            .iter()
+            .filter(|(l, ..)| *l == list)
+            .filter_map(|(_, id, lost)| match id {
+                OwnedIdentity::Key("name", name) => Some((name.as_str(), lost)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Puts the lost members back into `value` where it has none of its own.
     pub(crate) fn restore(&self, value: &mut Value) {
         let Value::Object(map) = value else { return };

@@ -3,63 +3,37 @@
 //! Each hook has a name (the function name a model defines, such as `on_tool_call`), an id
 //! ([`HookId`], used for the compile-time conflict checks and the registry), and, for the hooks
 //! that take `next`, a marker type implementing [`Hook`] that names what goes in and what comes
-//! out. The table below is the contract, in the manner of Pingora's `ProxyHttp`: for each hook,
-//! when it runs, what happens if no model implements it, and how to answer without going further.
+//! out. All of it is generated from one table (`hook_table.rs`), which `#[proxy_model]` reads
+//! too. Each hook's contract, in the manner of Pingora's `ProxyHttp` (when it runs, what happens
+//! if no model implements it, how to answer without going further, and when it does not run),
+//! is on its [`Layer`] method and its marker type here.
 //!
 //! ## Request hooks (client to server)
 //!
 //! A request hook is an async function `(ctx: &Context, params: P, next: Next<'_, H>) ->
-//! HookResult<R>`. It runs when the client sends that request, outermost model first. `next.run(ctx,
-//! params).await` passes the (possibly changed) request to the next layer and, at the end of the
-//! chain, to the upstream; the hook may change what comes back. To **short-circuit**, return a
-//! result (or an error) without calling `next`: nothing further in, and not the upstream, sees the
-//! request. Calling `next` more than once sends the request more than once. If no model in the
-//! chain implements a hook, the request is forwarded as raw bytes and never parsed (P1).
+//! HookResult<R>`: `P` and `R` are `H`'s [`Hook::Params`] and [`Hook::Output`] (rmcp's types;
+//! the list requests take `Option<PaginatedRequestParams>`). It runs when the client sends that
+//! request, outermost model first. `next.run(ctx, params).await` passes the (possibly changed)
+//! request to the next layer and, at the end of the chain, to the upstream; the hook may change
+//! what comes back. To **short-circuit**, return a result (or an error) without calling `next`:
+//! nothing further in, and not the upstream, sees the request. Calling `next` more than once
+//! sends the request more than once. If no model in the chain implements a hook, the request is
+//! forwarded as raw bytes and never parsed (P1). A request's params are read once and its
+//! result written once, whatever the number of hooks; every hook passes the same typed value on.
 //!
-//! | hook | method | `P` | `R` |
-//! |---|---|---|---|
-//! | `on_initialize` | `initialize` | [`InitializeRequestParams`] | [`InitializeResult`] |
-//! | `on_discover` | `server/discover` | [`DiscoverRequestParams`] | [`DiscoverResult`] |
-//! | `on_tools_list` | `tools/list` | `Option<`[`PaginatedRequestParams`]`>` | [`ListToolsResult`] |
-//! | `on_tool_call` | `tools/call` | [`CallToolRequestParams`] | [`CallToolResult`] |
-//! | `on_resources_list` | `resources/list` | `Option<PaginatedRequestParams>` | [`ListResourcesResult`] |
-//! | `on_resource_templates_list` | `resources/templates/list` | `Option<PaginatedRequestParams>` | [`ListResourceTemplatesResult`] |
-//! | `on_resource_read` | `resources/read` | [`ReadResourceRequestParams`] | [`ReadResourceResult`] |
-//! | `on_resource_subscribe` | `resources/subscribe` | [`SubscribeRequestParams`] | [`EmptyResult`] |
-//! | `on_resource_unsubscribe` | `resources/unsubscribe` | [`UnsubscribeRequestParams`] | [`EmptyResult`] |
-//! | `on_prompts_list` | `prompts/list` | `Option<PaginatedRequestParams>` | [`ListPromptsResult`] |
-//! | `on_prompt_get` | `prompts/get` | [`GetPromptRequestParams`] | [`GetPromptResult`] |
-//! | `on_completion` | `completion/complete` | [`CompleteRequestParams`] | [`CompleteResult`] |
-//! | `on_set_level` | `logging/setLevel` | [`SetLevelRequestParams`] | [`EmptyResult`] |
-//! | `on_request` | any request, known or not | [`RawRequest`] | [`serde_json::Value`] |
-//!
-//! `on_request` sees every request, including methods this crate does not know. The `on_request`
-//! hooks of all models run before any typed hook, in chain order; the last one's `next` enters the
-//! typed hooks for that method (if any), then the upstream. Params that do not fit the typed hook's
-//! type are refused with `-32602 Invalid params` before any typed hook runs, so a model never sees
-//! a request it could not check.
+//! `on_request` ([`Request`]) sees every request, including methods this crate does not know;
+//! the `on_request` hooks of all models run before any typed hook.
 //!
 //! ## Notifications and server requests
 //!
-//! | hook | runs when | signature | default |
-//! |---|---|---|---|
-//! | `on_client_notification` | the client sends a notification | `(ctx, RawNotification, next: Next<'_, ClientNotification>) -> HookResult<()>` | forwarded upstream |
-//! | `on_server_notification` | the upstream sends a notification | `(ctx, RawNotification, next: Next<'_, ServerNotification>) -> HookResult<()>` | forwarded to the client |
-//! | `on_server_request` | the upstream asks the client (sampling, elicitation, roots, ping, custom) | `(ctx, RawRequest, next: Next<'_, ServerRequest>) -> HookResult<Value>` | asked of the client |
-//!
-//! A notification hook drops the notification by returning `Ok(())` without calling `next`.
-//! Server notifications reach the hook as the client will see them (progress tokens already
-//! mapped to the client's); client notifications as the client sent them. A server-request hook
-//! answers the upstream itself by returning without calling `next`.
+//! [`ClientNotification`], [`ServerNotification`] and [`ServerRequest`] take `next` too: a
+//! notification hook drops the notification by returning `Ok(())` without calling `next`, a
+//! server-request hook answers the upstream itself by returning without calling `next`.
 //!
 //! ## Content, sessions, tools and observers
 //!
-//! - `transform_content(ctx, content: Content) -> HookResult<String>`: runs on every text part of a
-//!   tool result, resource read and prompt message as it comes back through the model's place in
-//!   the chain (innermost model first), with the content's [`ContentKind`](super::ContentKind) and MIME type. The
-//!   default leaves the text as it is.
-//! - `on_session_start(ctx) -> HookResult<()>` and `on_session_end(ctx) -> HookResult<()>`: when a
-//!   client connects and after it leaves. Nothing to short-circuit; an error is logged.
+//! - `transform_content`, `on_session_start` and `on_session_end` take no `next`: see
+//!   [`Layer::transform_content`], [`Layer::on_session_start`], [`Layer::on_session_end`].
 //! - Synthetic tools (`#[tool]` functions, SPEC F6) are not hooks: they are listed and answered at
 //!   the model's place in the chain, just inside the model's own hooks: its own hooks and outer
 //!   models see them like the upstream's tools and may filter them (a model's `on_tool_call`
@@ -117,116 +91,79 @@ pub struct RawNotification {
     pub params: Option<Value>,
 }
 
+/// The hook ids, from the hook table (`hook_table.rs`).
 macro_rules! hook_ids {
-    ($( $(#[$doc:meta])* $variant:ident = $name:literal, )*) => {
+    (
+        typed { $( $(#[$tdoc:meta])* $tid:ident, $tfn:ident, $method:literal: $tp:ty => $to:ty; )* }
+        raw { $( $(#[$rdoc:meta])* $rid:ident, $rfn:ident: $rp:ty => $ro:ty; )* }
+        transform { $( $(#[$xdoc:meta])* $xid:ident, $xfn:ident; )* }
+        session { $( $(#[$sdoc:meta])* $sid:ident, $sfn:ident; )* }
+    ) => {
         /// Every hook a model can implement, by name. The order is the bit order of [`HookSet`].
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[non_exhaustive]
         pub enum HookId {
-            $( $(#[$doc])* $variant, )*
+            $( $(#[$tdoc])* $tid, )*
+            $( $(#[$rdoc])* $rid, )*
+            $( $(#[$xdoc])* $xid, )*
+            $( $(#[$sdoc])* $sid, )*
         }
 
         impl HookId {
             /// Every hook, in catalogue order.
-            pub const ALL: &'static [HookId] = &[$(HookId::$variant),*];
+            pub const ALL: &'static [HookId] = &[
+                $(HookId::$tid,)* $(HookId::$rid,)* $(HookId::$xid,)* $(HookId::$sid,)*
+            ];
             /// How many hooks there are.
-            pub const COUNT: usize = [$(HookId::$variant),*].len();
+            pub const COUNT: usize = HookId::ALL.len();
 
             /// The function name a model defines to implement this hook.
             pub const fn name(self) -> &'static str {
-                match self { $(HookId::$variant => $name,)* }
+                match self {
+                    $(HookId::$tid => stringify!($tfn),)*
+                    $(HookId::$rid => stringify!($rfn),)*
+                    $(HookId::$xid => stringify!($xfn),)*
+                    $(HookId::$sid => stringify!($sfn),)*
+                }
             }
 
-            /// The hook called `name`, if there is one.
-            pub fn from_name(name: &str) -> Option<HookId> {
-                match name { $($name => Some(HookId::$variant),)* _ => None }
+            /// The JSON-RPC method of a typed request hook.
+            pub const fn method(self) -> Option<&'static str> {
+                match self {
+                    $(HookId::$tid => Some($method),)*
+                    _ => None,
+                }
+            }
+
+            /// The params and result types of this hook as the hook table spells them
+            /// (`stringify!`), for the check that the macro's catalogue agrees.
+            #[cfg(test)]
+            pub(crate) fn signature_types(self) -> (&'static str, &'static str) {
+                match self {
+                    $(HookId::$tid => (stringify!($tp), stringify!($to)),)*
+                    $(HookId::$rid => (stringify!($rp), stringify!($ro)),)*
+                    $(HookId::$xid => ("Content", "String"),)*
+                    $(HookId::$sid => ("", "()"),)*
+                }
             }
         }
     };
 }
 
-hook_ids! {
-    /// `initialize`.
-    Initialize = "on_initialize",
-    /// `server/discover`.
-    Discover = "on_discover",
-    /// `tools/list`.
-    ToolsList = "on_tools_list",
-    /// `tools/call`.
-    ToolCall = "on_tool_call",
-    /// `resources/list`.
-    ResourcesList = "on_resources_list",
-    /// `resources/templates/list`.
-    ResourceTemplatesList = "on_resource_templates_list",
-    /// `resources/read`.
-    ResourceRead = "on_resource_read",
-    /// `resources/subscribe`.
-    ResourceSubscribe = "on_resource_subscribe",
-    /// `resources/unsubscribe`.
-    ResourceUnsubscribe = "on_resource_unsubscribe",
-    /// `prompts/list`.
-    PromptsList = "on_prompts_list",
-    /// `prompts/get`.
-    PromptGet = "on_prompt_get",
-    /// `completion/complete`.
-    Completion = "on_completion",
-    /// `logging/setLevel`.
-    SetLevel = "on_set_level",
-    /// Any request.
-    Request = "on_request",
-    /// A notification from the client.
-    ClientNotification = "on_client_notification",
-    /// A notification from the upstream.
-    ServerNotification = "on_server_notification",
-    /// A request from the upstream to the client.
-    ServerRequest = "on_server_request",
-    /// Text content on its way back to the client.
-    TransformContent = "transform_content",
-    /// A client connected.
-    SessionStart = "on_session_start",
-    /// A client left.
-    SessionEnd = "on_session_end",
-}
+super::hook_table::for_each_hook!(hook_ids);
 
 impl HookId {
-    /// The JSON-RPC method of a typed request hook.
-    pub const fn method(self) -> Option<&'static str> {
-        Some(match self {
-            HookId::Initialize => "initialize",
-            HookId::Discover => "server/discover",
-            HookId::ToolsList => "tools/list",
-            HookId::ToolCall => "tools/call",
-            HookId::ResourcesList => "resources/list",
-            HookId::ResourceTemplatesList => "resources/templates/list",
-            HookId::ResourceRead => "resources/read",
-            HookId::ResourceSubscribe => "resources/subscribe",
-            HookId::ResourceUnsubscribe => "resources/unsubscribe",
-            HookId::PromptsList => "prompts/list",
-            HookId::PromptGet => "prompts/get",
-            HookId::Completion => "completion/complete",
-            HookId::SetLevel => "logging/setLevel",
-            _ => return None,
-        })
+    /// The hook called `name`, if there is one.
+    pub fn from_name(name: &str) -> Option<HookId> {
+        HookId::ALL.iter().copied().find(|hook| hook.name() == name)
     }
 
     /// The typed request hook for a JSON-RPC method.
     pub fn for_method(method: &str) -> Option<HookId> {
-        Some(match method {
-            "initialize" => HookId::Initialize,
-            "server/discover" => HookId::Discover,
-            "tools/list" => HookId::ToolsList,
-            "tools/call" => HookId::ToolCall,
-            "resources/list" => HookId::ResourcesList,
-            "resources/templates/list" => HookId::ResourceTemplatesList,
-            "resources/read" => HookId::ResourceRead,
-            "resources/subscribe" => HookId::ResourceSubscribe,
-            "resources/unsubscribe" => HookId::ResourceUnsubscribe,
-            "prompts/list" => HookId::PromptsList,
-            "prompts/get" => HookId::PromptGet,
-            "completion/complete" => HookId::Completion,
-            "logging/setLevel" => HookId::SetLevel,
-            _ => return None,
-        })
+        HookId::ALL
+            .iter()
+            .copied()
+            .find(|hook| hook.method() == Some(method))
     }
 
     const fn bit(self) -> u32 {
@@ -332,17 +269,23 @@ pub(crate) fn parse_params<P: DeserializeOwned>(raw: Option<&str>) -> Result<P, 
     }
 }
 
-macro_rules! request_hooks {
-    ($( $(#[$doc:meta])* $marker:ident($id:ident, $method:literal, $fn:ident): $params:ty => $output:ty; )*) => {
+/// The marker types, from the hook table (`hook_table.rs`).
+macro_rules! markers {
+    (
+        typed { $( $(#[$tdoc:meta])* $tid:ident, $tfn:ident, $method:literal: $tp:ty => $to:ty; )* }
+        raw { $( $(#[$rdoc:meta])* $rid:ident, $rfn:ident: $rp:ty => $ro:ty; )* }
+        transform { $($transform:tt)* }
+        session { $($session:tt)* }
+    ) => {
         $(
-            $(#[$doc])*
+            $(#[$tdoc])*
             #[derive(Debug, Clone, Copy)]
-            pub struct $marker;
+            pub struct $tid;
 
-            impl Hook for $marker {
-                type Params = $params;
-                type Output = $output;
-                const ID: HookId = HookId::$id;
+            impl Hook for $tid {
+                type Params = $tp;
+                type Output = $to;
+                const ID: HookId = HookId::$tid;
 
                 fn enter<'a>(
                     layer: &'a dyn Layer,
@@ -350,7 +293,7 @@ macro_rules! request_hooks {
                     params: Self::Params,
                     next: Next<'a, Self>,
                 ) -> BoxFuture<'a, HookResult<Self::Output>> {
-                    layer.$fn(ctx, params, next)
+                    layer.$tfn(ctx, params, next)
                 }
 
                 fn step<'a>(
@@ -359,12 +302,32 @@ macro_rules! request_hooks {
                     params: Self::Params,
                     next: Next<'a, Self>,
                 ) -> BoxFuture<'a, HookResult<Self::Output>> {
-                    special_step!($marker, step, ctx, params, next)
+                    special_step!($tid, step, ctx, params, next)
                 }
             }
 
-            impl RequestHook for $marker {
+            impl RequestHook for $tid {
                 const METHOD: &'static str = $method;
+            }
+        )*
+        $(
+            $(#[$rdoc])*
+            #[derive(Debug, Clone, Copy)]
+            pub struct $rid;
+
+            impl Hook for $rid {
+                type Params = $rp;
+                type Output = $ro;
+                const ID: HookId = HookId::$rid;
+
+                fn enter<'a>(
+                    layer: &'a dyn Layer,
+                    ctx: &'a Context,
+                    params: Self::Params,
+                    next: Next<'a, Self>,
+                ) -> BoxFuture<'a, HookResult<Self::Output>> {
+                    layer.$rfn(ctx, params, next)
+                }
             }
         )*
     };
@@ -444,67 +407,60 @@ macro_rules! special_step {
     };
 }
 
-request_hooks! {
-    /// `initialize` (hook `on_initialize`).
-    Initialize(Initialize, "initialize", on_initialize): InitializeRequestParams => InitializeResult;
-    /// `server/discover` (hook `on_discover`).
-    Discover(Discover, "server/discover", on_discover): DiscoverRequestParams => DiscoverResult;
-    /// `tools/list` (hook `on_tools_list`).
-    ToolsList(ToolsList, "tools/list", on_tools_list): Option<PaginatedRequestParams> => ListToolsResult;
-    /// `tools/call` (hook `on_tool_call`).
-    ToolCall(ToolCall, "tools/call", on_tool_call): CallToolRequestParams => CallToolResult;
-    /// `resources/list` (hook `on_resources_list`).
-    ResourcesList(ResourcesList, "resources/list", on_resources_list): Option<PaginatedRequestParams> => ListResourcesResult;
-    /// `resources/templates/list` (hook `on_resource_templates_list`).
-    ResourceTemplatesList(ResourceTemplatesList, "resources/templates/list", on_resource_templates_list): Option<PaginatedRequestParams> => ListResourceTemplatesResult;
-    /// `resources/read` (hook `on_resource_read`).
-    ResourceRead(ResourceRead, "resources/read", on_resource_read): ReadResourceRequestParams => ReadResourceResult;
-    /// `resources/subscribe` (hook `on_resource_subscribe`).
-    ResourceSubscribe(ResourceSubscribe, "resources/subscribe", on_resource_subscribe): SubscribeRequestParams => EmptyResult;
-    /// `resources/unsubscribe` (hook `on_resource_unsubscribe`).
-    ResourceUnsubscribe(ResourceUnsubscribe, "resources/unsubscribe", on_resource_unsubscribe): UnsubscribeRequestParams => EmptyResult;
-    /// `prompts/list` (hook `on_prompts_list`).
-    PromptsList(PromptsList, "prompts/list", on_prompts_list): Option<PaginatedRequestParams> => ListPromptsResult;
-    /// `prompts/get` (hook `on_prompt_get`).
-    PromptGet(PromptGet, "prompts/get", on_prompt_get): GetPromptRequestParams => GetPromptResult;
-    /// `completion/complete` (hook `on_completion`).
-    Completion(Completion, "completion/complete", on_completion): CompleteRequestParams => CompleteResult;
-    /// `logging/setLevel` (hook `on_set_level`).
-    SetLevel(SetLevel, "logging/setLevel", on_set_level): SetLevelRequestParams => EmptyResult;
-}
+super::hook_table::for_each_hook!(markers);
 
-macro_rules! raw_hooks {
-    ($( $(#[$doc:meta])* $marker:ident($id:ident, $fn:ident): $params:ty => $output:ty; )*) => {
-        $(
-            $(#[$doc])*
-            #[derive(Debug, Clone, Copy)]
-            pub struct $marker;
+#[cfg(test)]
+mod tests {
+    use super::HookId;
 
-            impl Hook for $marker {
-                type Params = $params;
-                type Output = $output;
-                const ID: HookId = HookId::$id;
+    fn spelled(tokens: &str) -> String {
+        tokens.chars().filter(|c| !c.is_whitespace()).collect()
+    }
 
-                fn enter<'a>(
-                    layer: &'a dyn Layer,
-                    ctx: &'a Context,
-                    params: Self::Params,
-                    next: Next<'a, Self>,
-                ) -> BoxFuture<'a, HookResult<Self::Output>> {
-                    layer.$fn(ctx, params, next)
-                }
+    /// `#[proxy_model]` checks functions against its own catalogue: it must be this table, hook
+    /// for hook and in the same order (the order is `HookSet`'s bit order, which the macro's
+    /// generated code relies on).
+    #[test]
+    fn the_macros_catalogue_is_the_librarys_table() {
+        let catalogue: &[(&str, &str, &str, &str)] = mcp_middleware_macros::__hook_catalogue!();
+        let table: Vec<(String, String, String, String)> = HookId::ALL
+            .iter()
+            .map(|hook| {
+                let (params, output) = hook.signature_types();
+                (
+                    hook.name().to_owned(),
+                    format!("{hook:?}"),
+                    spelled(params),
+                    spelled(output),
+                )
+            })
+            .collect();
+        let catalogue: Vec<(String, String, String, String)> = catalogue
+            .iter()
+            .map(|(name, id, params, output)| {
+                (
+                    (*name).to_owned(),
+                    (*id).to_owned(),
+                    (*params).to_owned(),
+                    (*output).to_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(catalogue, table);
+        assert_eq!(HookId::COUNT, catalogue.len());
+    }
+
+    #[test]
+    fn names_and_methods_round_trip() {
+        for hook in HookId::ALL {
+            assert_eq!(HookId::from_name(hook.name()), Some(*hook));
+            if let Some(method) = hook.method() {
+                assert_eq!(HookId::for_method(method), Some(*hook));
             }
-        )*
-    };
-}
-
-raw_hooks! {
-    /// Any client request (hook `on_request`).
-    Request(Request, on_request): RawRequest => Value;
-    /// A client notification (hook `on_client_notification`).
-    ClientNotification(ClientNotification, on_client_notification): RawNotification => ();
-    /// An upstream notification (hook `on_server_notification`).
-    ServerNotification(ServerNotification, on_server_notification): RawNotification => ();
-    /// A request from the upstream to the client (hook `on_server_request`).
-    ServerRequest(ServerRequest, on_server_request): RawRequest => Value;
+        }
+        assert_eq!(HookId::for_method("tools/call"), Some(HookId::ToolCall));
+        assert_eq!(HookId::ToolsList.method(), Some("tools/list"));
+        assert_eq!(HookId::Request.method(), None);
+        assert_eq!(HookId::from_name("on_tool_calls"), None);
+    }
 }

@@ -16,6 +16,7 @@
 
 pub(crate) mod compose;
 mod content;
+pub(crate) mod hook_table;
 pub mod hooks;
 mod layer;
 mod next;

@@ -1,0 +1,1 @@
+../../mcp-middleware/src/model/hook_table.rs
