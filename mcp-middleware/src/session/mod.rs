@@ -30,6 +30,9 @@
 mod bridge;
 mod hooked;
 mod lifecycle;
+mod upstream_end;
+
+pub(crate) use upstream_end::UpstreamEnd;
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -40,7 +43,6 @@ use tokio::sync::mpsc;
 use bridge::ClientEra;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::oneshot;
 
@@ -212,8 +214,11 @@ pub(crate) struct Session {
     to_client: LineQueue,
     upstream: UpstreamState,
     generation: u64,
-    /// Shared with hook tasks, which number their upstream requests themselves.
-    upstream_ids: Arc<AtomicU64>,
+    /// Shared with hook tasks, which number their upstream requests themselves and, while
+    /// [`Session::direct`] holds, write them to the upstream directly.
+    upstream_end: UpstreamEnd,
+    /// Whether hooks may write to the upstream now (what `upstream_end` was last told).
+    direct: bool,
     next_client_id: u64,
     chain: Arc<Chain>,
     scope: Arc<SessionScope>,
@@ -242,7 +247,7 @@ impl Session {
     ) -> Result<Self, crate::error::UpstreamError> {
         let (upstream_events, upstream_inbox) = mpsc::channel(256);
         let link = server.spawn(1, options.max_message_bytes, upstream_events.clone())?;
-        let upstream_ids = Arc::new(AtomicU64::new(0));
+        let upstream_end = UpstreamEnd::new(options.request_timeout, options.upstream_queue_bytes);
         let (calls_tx, calls) = mpsc::unbounded_channel();
         let scope = Arc::new(SessionScope::new(
             hooked::new_session_id(),
@@ -251,7 +256,7 @@ impl Session {
             SessionLink {
                 calls: calls_tx,
                 to_client: to_client.clone(),
-                upstream_ids: upstream_ids.clone(),
+                upstream: upstream_end.clone(),
             },
             project,
         ));
@@ -263,7 +268,8 @@ impl Session {
             to_client,
             upstream: UpstreamState::Up(link),
             generation: 1,
-            upstream_ids,
+            upstream_end,
+            direct: false,
             next_client_id: 0,
             chain,
             scope,
@@ -306,6 +312,7 @@ impl Session {
             while let Ok(call) = calls.try_recv() {
                 self.on_loop_call(call);
             }
+            self.sync_direct();
             let queued = backlog.queued();
             if queued > most {
                 break Ended::ClientNotReading(format!(
@@ -377,6 +384,29 @@ impl Session {
         self.pending
             .values()
             .any(|p| matches!(p, Pending::Client { .. } | Pending::Hook { .. }))
+            || self.upstream_end.any_waiting()
+    }
+
+    /// Hooks write to the upstream directly exactly while nothing of their requests needs the
+    /// loop: the upstream is up (no replay, no probe held) and the client's era is settled and
+    /// not bridged. Leaving that state is [`Session::stop_direct`]'s job, at the moment it happens.
+    fn sync_direct(&mut self) {
+        let wanted =
+            matches!(self.era, ClientEra::Same) && matches!(self.upstream, UpstreamState::Up(_));
+        if wanted == self.direct {
+            return;
+        }
+        if let (true, UpstreamState::Up(link)) = (wanted, &self.upstream) {
+            self.upstream_end.set_writer(Some(link.queue()));
+            self.direct = true;
+        }
+    }
+
+    /// Hooks may no longer write to the upstream directly; what they wrote and still await is
+    /// returned, for the caller to fail.
+    fn stop_direct(&mut self) -> Vec<(u64, upstream_end::Waiter)> {
+        self.direct = false;
+        self.upstream_end.set_writer(None)
     }
 
     /// Names the client's requests that had no answer when the input-closed grace ran out.
@@ -412,6 +442,8 @@ impl Session {
             .filter(|(_, p)| matches!(p, Pending::Client { .. } | Pending::Hook { .. }))
             .map(|(uid, _)| *uid)
             .collect();
+        // A direct waiter dropped here tells its hook that the session ended.
+        waiting.extend(self.stop_direct().into_iter().map(|(uid, _)| uid));
         waiting.sort_unstable();
         for uid in waiting {
             self.pending.remove(&uid);
@@ -449,7 +481,7 @@ impl Session {
     }
 
     pub(super) fn next_upstream_id(&mut self) -> u64 {
-        self.upstream_ids.fetch_add(1, Ordering::Relaxed) + 1
+        self.upstream_end.next_id()
     }
 
     // ---------------------------------------------------------------- client → upstream
@@ -867,10 +899,21 @@ impl Session {
     }
 
     fn on_upstream_response(&mut self, line: &str, id: &str, outcome: Result<&str, &str>) {
-        let Some(pending) = id
-            .parse::<u64>()
-            .ok()
-            .and_then(|uid| self.pending.remove(&uid).map(|pending| (uid, pending)))
+        let uid = id.parse::<u64>().ok();
+        if let Some(waiter) = uid.and_then(|uid| {
+            (!self.pending.contains_key(&uid))
+                .then(|| self.upstream_end.take(uid))
+                .flatten()
+        }) {
+            // A request a hook wrote itself.
+            let _ = waiter.reply.send(match outcome {
+                Ok(result) => Ok(result.to_owned()),
+                Err(error) => Err(crate::dispatch::error_data(error)),
+            });
+            return;
+        }
+        let Some(pending) =
+            uid.and_then(|uid| self.pending.remove(&uid).map(|pending| (uid, pending)))
         else {
             tracing::debug!(
                 id = id,
@@ -1007,23 +1050,35 @@ impl Session {
                     let call = *call;
                     self.hooked_alive(call);
                 }
-                let client_token = uid.and_then(|uid| match self.pending.get_mut(&uid) {
-                    Some(
-                        Pending::Client {
-                            progress_token: Some(client_token),
-                            deadline,
-                            ..
-                        }
-                        | Pending::Hook {
-                            progress_token: Some(client_token),
-                            deadline,
-                            ..
-                        },
-                    ) => {
-                        *deadline = timeout.map(|t| Instant::now() + t);
-                        Some(client_token.clone())
+                let direct = uid
+                    .filter(|uid| !self.pending.contains_key(uid))
+                    .and_then(|uid| self.upstream_end.touch(uid));
+                let direct_token = match direct {
+                    Some((call, token)) => {
+                        self.hooked_alive(call);
+                        token
                     }
-                    _ => None,
+                    None => None,
+                };
+                let client_token = direct_token.or_else(|| {
+                    uid.and_then(|uid| match self.pending.get_mut(&uid) {
+                        Some(
+                            Pending::Client {
+                                progress_token: Some(client_token),
+                                deadline,
+                                ..
+                            }
+                            | Pending::Hook {
+                                progress_token: Some(client_token),
+                                deadline,
+                                ..
+                            },
+                        ) => {
+                            *deadline = timeout.map(|t| Instant::now() + t);
+                            Some(client_token.clone())
+                        }
+                        _ => None,
+                    })
                 });
                 let Some(client_token) = client_token else {
                     tracing::debug!(%token, "dropped progress for no pending request");
@@ -1106,6 +1161,24 @@ impl Session {
             })
             .collect();
         let waited = self.options.request_timeout.unwrap_or_default();
+        for (uid, waiter) in self.upstream_end.expired(now) {
+            let _ = waiter.reply.send(Err(ErrorData::new(
+                ErrorCode(jsonrpc::UPSTREAM_TIMEOUT as i32),
+                format!(
+                    "upstream `{}` did not answer `{}` within {} s; the request was cancelled",
+                    self.server,
+                    waiter.method,
+                    waited.as_secs()
+                ),
+                None,
+            )));
+            let params =
+                format!(r#"{{"requestId":{uid},"reason":"the proxy's request timeout expired"}}"#);
+            self.send_upstream(jsonrpc::notification(
+                "notifications/cancelled",
+                Some(&params),
+            ));
+        }
         for uid in expired {
             match self.pending.remove(&uid) {
                 Some(Pending::Client { id, method, .. }) => {

@@ -249,6 +249,11 @@ impl UpstreamLink {
         Self { outgoing, task }
     }
 
+    /// The queue to the server's input, for those who write to it beside the session loop.
+    pub(crate) fn queue(&self) -> LineQueue {
+        self.outgoing.clone()
+    }
+
     /// What waits for the server to read it.
     pub(crate) fn backlog(&self) -> &Gauge {
         self.outgoing.gauge()
