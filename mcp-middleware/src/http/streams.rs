@@ -37,6 +37,7 @@ use super::reject::{Reject, SERVER_ERROR};
 use crate::jsonrpc::{self, Message, range_in, splice};
 use crate::session::Event;
 use crate::transport::Frame;
+use crate::transport::outbound::Belongs;
 use crate::transport::queue::Gauge;
 
 /// The standalone stream, opened by GET.
@@ -400,7 +401,38 @@ impl Streams {
         }
     }
 
-    /// Routes one message the core session wrote for the client.
+    /// Routes one message the core session wrote for the client, with what the session said
+    /// it belongs to: a response goes to its request's stream without the line being read
+    /// again, and a request the upstream sent while serving a client request goes to that
+    /// request's stream while it is open. What the session did not say is found by reading.
+    pub(crate) fn route_record(&mut self, line: String, belongs: Belongs) {
+        match belongs {
+            Belongs::Response(id) => {
+                let Some(stream) = self.by_request.remove(&id) else {
+                    tracing::debug!(%id, "dropped a response whose request stream is gone");
+                    return;
+                };
+                let line = self.restore_id(stream, &line, &id);
+                self.deliver(stream, line, true);
+            }
+            Belongs::During(id) => {
+                let open = self
+                    .by_request
+                    .get(&id)
+                    .copied()
+                    .filter(|stream| self.streams.get(stream).is_some_and(|s| !s.finished));
+                match open {
+                    Some(stream) => self.deliver(stream, line, false),
+                    // Its request's stream is gone: placed as any server request.
+                    None => self.route(line),
+                }
+            }
+            Belongs::Unsaid => self.route(line),
+        }
+    }
+
+    /// Routes one message the core session wrote for the client, reading it to find its
+    /// stream.
     pub(crate) fn route(&mut self, line: String) {
         let message = match Message::parse(&line) {
             Ok(message) => message,

@@ -48,6 +48,11 @@ impl Hooked {
         self.by_client_id.contains_key(client_id)
     }
 
+    /// The id the client knows hooked call `call` by, while it runs.
+    pub(super) fn client_id_of(&self, call: u64) -> Option<Box<str>> {
+        self.calls.get(&call).map(|c| c.client_id.clone())
+    }
+
     fn insert(&mut self, key: u64, call: HookedCall) {
         self.by_client_id.insert(call.client_id.clone(), key);
         self.calls.insert(key, call);
@@ -376,7 +381,10 @@ impl Session {
             }
             Err(error) => error_line(&call.client_id, &error),
         };
-        self.to_client(line);
+        self.to_client_as(
+            line,
+            crate::transport::outbound::Belongs::Response(call.client_id.clone()),
+        );
         if self.chain.observed() {
             self.observe(
                 &call.ctx,

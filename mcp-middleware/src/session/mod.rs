@@ -56,6 +56,7 @@ use crate::model::{HookId, Outcome};
 use crate::project::Project;
 use crate::routing::Route;
 use crate::transport::Frame;
+use crate::transport::outbound::Belongs;
 use crate::transport::queue::LineQueue;
 use crate::upstream::{Upstream, UpstreamEvent, UpstreamLink};
 
@@ -341,7 +342,12 @@ impl Session {
                 Some(event) = upstream.recv(), if !behind => match event {
                     UpstreamEvent::Line { generation, line } => {
                         if generation == self.generation {
-                            self.on_upstream_line(&line);
+                            self.on_upstream_line(&line, None);
+                        }
+                    }
+                    UpstreamEvent::LineFor { generation, line, request } => {
+                        if generation == self.generation {
+                            self.on_upstream_line(&line, Some(&request));
                         }
                     }
                     UpstreamEvent::Closed { generation, how } => {
@@ -459,6 +465,24 @@ impl Session {
 
     pub(super) fn to_client(&self, line: String) {
         let _ = self.to_client.send(line);
+    }
+
+    /// Sends the client `line`, saying which of its requests the line belongs to.
+    pub(super) fn to_client_as(&self, line: String, belongs: Belongs) {
+        let _ = self.to_client.send_record(line, belongs);
+    }
+
+    /// The id the client knows the request by that upstream request `uid` serves: the client's
+    /// own request, or the hooked client request a hook sent it for.
+    fn client_request_of(&self, uid: &str) -> Option<Box<str>> {
+        let uid = uid.parse::<u64>().ok()?;
+        let call = match self.pending.get(&uid) {
+            Some(Pending::Client { id, .. }) => return Some(id.clone()),
+            Some(Pending::Hook { call, .. }) => *call,
+            Some(_) => return None,
+            None => self.upstream_end.call_of(uid)?,
+        };
+        self.hooks.client_id_of(call)
     }
 
     /// How much waits for the upstream to read it, when that is over the limit.
@@ -864,7 +888,9 @@ impl Session {
 
     // ---------------------------------------------------------------- upstream → client
 
-    fn on_upstream_line(&mut self, line: &str) {
+    /// A line from the upstream; `during` is the upstream id of the request on whose response
+    /// stream it came, when the upstream said.
+    fn on_upstream_line(&mut self, line: &str, during: Option<&str>) {
         let message = match Message::parse(line) {
             Ok(message) => message,
             Err(malformed) => {
@@ -890,7 +916,7 @@ impl Session {
                 self.to_client(line.to_owned());
             }
             Message::Request { id, method, params } => {
-                self.on_upstream_request(line, id, &method, params)
+                self.on_upstream_request(line, id, &method, params, during)
             }
             Message::Notification { method, params } => {
                 self.on_upstream_notification(line, &method, params)
@@ -944,7 +970,7 @@ impl Session {
                 if let Some((range, text)) = &completed {
                     replacements.push((range.clone(), text.as_str()));
                 }
-                self.to_client(splice(line, &replacements));
+                self.to_client_as(splice(line, &replacements), Belongs::Response(client_id));
                 if self.chain.observed() {
                     let (kind, error) = hooked::outcome_of(&method, outcome);
                     self.observe_end(uid, kind, error);
@@ -985,7 +1011,14 @@ impl Session {
         }
     }
 
-    fn on_upstream_request(&mut self, line: &str, id: &str, method: &str, params: Option<&str>) {
+    fn on_upstream_request(
+        &mut self,
+        line: &str,
+        id: &str,
+        method: &str,
+        params: Option<&str>,
+        during: Option<&str>,
+    ) {
         if matches!(self.era, ClientEra::Bridged(_))
             && self.on_bridged_upstream_request(id, method, params)
         {
@@ -1023,7 +1056,10 @@ impl Session {
             replacements.push((range.clone(), text.as_str()));
         }
         tracing::debug!(method, did, "upstream request relayed to the client");
-        self.to_client(splice(line, &replacements));
+        let belongs = during
+            .and_then(|uid| self.client_request_of(uid))
+            .map_or(Belongs::Unsaid, Belongs::During);
+        self.to_client_as(splice(line, &replacements), belongs);
     }
 
     fn on_upstream_notification(&mut self, line: &str, method: &str, params: Option<&str>) {

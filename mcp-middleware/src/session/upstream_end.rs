@@ -174,6 +174,11 @@ impl UpstreamEnd {
         self.lock().waiting.remove(&uid)
     }
 
+    /// The hooked call upstream request `uid` serves, if a hook wrote it.
+    pub(crate) fn call_of(&self, uid: u64) -> Option<u64> {
+        self.lock().waiting.get(&uid).map(|w| w.call)
+    }
+
     /// Progress arrived for `uid`: its deadline starts again. Returns the hooked call it serves
     /// and the hook's progress token.
     pub(crate) fn touch(&self, uid: u64) -> Option<(u64, Option<Box<str>>)> {
