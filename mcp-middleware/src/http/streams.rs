@@ -407,12 +407,12 @@ impl Streams {
     /// request's stream while it is open. What the session did not say is found by reading.
     pub(crate) fn route_record(&mut self, line: String, belongs: Belongs) {
         match belongs {
-            Belongs::Response(id) => {
+            // A stateless session puts the client's own id back: that needs the line read.
+            Belongs::Response(id) if !self.stateless => {
                 let Some(stream) = self.by_request.remove(&id) else {
                     tracing::debug!(%id, "dropped a response whose request stream is gone");
                     return;
                 };
-                let line = self.restore_id(stream, &line, &id);
                 self.deliver(stream, line, true);
             }
             Belongs::During(id) => {
@@ -427,7 +427,7 @@ impl Streams {
                     None => self.route(line),
                 }
             }
-            Belongs::Unsaid => self.route(line),
+            Belongs::Response(_) | Belongs::Unsaid => self.route(line),
         }
     }
 
