@@ -828,6 +828,43 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn records_place_a_server_request_on_the_stream_of_its_request_and_a_response_unread() {
+        for stateless in [false, true] {
+            let (this, _rx) = streams(stateless);
+            let mut a = open(&this, r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#);
+            let mut b = open(&this, r#"{"jsonrpc":"2.0","id":2,"method":"tools/call"}"#);
+            let a_id = this.lock().unwrap().streams[&a.stream]
+                .request
+                .as_ref()
+                .unwrap()
+                .session_id
+                .clone();
+            {
+                let mut s = this.lock().unwrap();
+                // Without a record this would go to the newest stream, b's.
+                s.route_record(
+                    r#"{"jsonrpc":"2.0","id":9,"method":"sampling/createMessage"}"#.into(),
+                    Belongs::During(a_id.clone()),
+                );
+                let answer = format!(r#"{{"jsonrpc":"2.0","id":{a_id},"result":{{}}}}"#);
+                s.route_record(answer, Belongs::Response(a_id.clone()));
+                // The stream is finished: a late server request for it goes where any would.
+                s.route_record(
+                    r#"{"jsonrpc":"2.0","id":10,"method":"ping"}"#.into(),
+                    Belongs::During(a_id),
+                );
+            }
+            let a_lines = drain(&mut a.deliveries);
+            assert_eq!(a_lines.len(), 2, "{a_lines:?}");
+            assert!(a_lines[0].contains("sampling/createMessage"), "{a_lines:?}");
+            assert_eq!(a_lines[1], r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+            let b_lines = drain(&mut b.deliveries);
+            assert_eq!(b_lines.len(), 1, "{b_lines:?}");
+            assert!(b_lines[0].contains("ping"), "{b_lines:?}");
+        }
+    }
+
+    #[tokio::test]
     async fn a_broken_stream_resumes_from_its_last_event() {
         let (this, _rx) = streams(false);
         let opened = open(&this, r#"{"jsonrpc":"2.0","id":5,"method":"slow"}"#);
