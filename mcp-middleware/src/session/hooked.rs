@@ -3,8 +3,10 @@
 //! each request ended.
 //!
 //! A client request whose method some model handles is not forwarded here: it becomes a task
-//! running `dispatch::client_request`, and the task's requests come back to the loop as
-//! [`LoopCall::Upstream`], which travel like client requests (ids, progress, restarts, timeouts).
+//! running `dispatch::client_request`. The task writes its upstream requests itself through the
+//! chain's upstream end (`upstream_end`) while the session allows it; otherwise they come back
+//! to the loop as [`LoopCall::Upstream`], which travel like client requests (ids, progress,
+//! restarts, timeouts).
 //! When the task finishes, its answer goes to the client under the client's id. Cancelling the
 //! client's request cancels the task's token and drops its futures; each upstream request the
 //! task still awaited is then cancelled upstream.

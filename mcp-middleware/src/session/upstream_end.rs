@@ -11,10 +11,12 @@
 //! restart, a probe, a bridged client, a backlog) or the method changes what a restart must
 //! replay, [`UpstreamEnd::send`] declines and the request goes through the loop as before.
 //!
-//! The path of a hooked `tools/call`, counted in task or channel crossings: before, session loop
-//! -> spawned task -> `LoopCall::Upstream` -> loop -> upstream writer queue -> ... -> loop ->
-//! oneshot -> task -> `LoopCall::Finished` -> loop (6 crossings, plus the 2 of the transports);
-//! now the task writes the upstream queue itself and the loop's oneshot wakes it (4).
+//! The path of a hooked `tools/call` on stdio, counted in task or channel crossings: before,
+//! client reader -> loop -> hook task -> `LoopCall::Upstream` -> loop -> upstream writer ...
+//! upstream reader -> loop -> oneshot -> task -> `LoopCall::Finished` -> loop -> client writer
+//! (8, of which 4 per `next`); now the task writes to the upstream writer's queue itself (7, of
+//! which 3 per `next`), and the loop no longer checks the upstream's state and backlog twice.
+//! The answer still comes through the loop, which reads every upstream line once.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
