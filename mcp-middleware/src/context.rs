@@ -7,7 +7,7 @@
 
 use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use rmcp::model::{
@@ -308,7 +308,8 @@ pub(crate) enum LoopCall {
 pub(crate) struct SessionLink {
     pub(crate) calls: mpsc::UnboundedSender<LoopCall>,
     pub(crate) to_client: crate::transport::queue::LineQueue,
-    pub(crate) upstream_ids: Arc<AtomicU64>,
+    /// The chain's upstream end: requests hooks write to the upstream themselves.
+    pub(crate) upstream: crate::session::UpstreamEnd,
 }
 
 /// What the session learned from the client's `initialize` (or 2026-07-28 envelope).
@@ -576,9 +577,23 @@ impl Context {
 
     async fn send_upstream(&self, method: &str, params: Option<String>) -> HookResult<String> {
         let link = &self.session.link;
-        let uid = link.upstream_ids.fetch_add(1, Ordering::Relaxed) + 1;
-        let (reply, answer) = oneshot::channel();
         self.request.reached_upstream.store(true, Ordering::Relaxed);
+        // Straight to the upstream when the session allows it; through the loop otherwise.
+        let params = match link.upstream.send(self.call, method, params) {
+            Ok((uid, answer)) => {
+                let mut in_flight = InFlight {
+                    uid,
+                    cancel: Cancel::Direct(&link.upstream),
+                    answered: false,
+                };
+                let outcome = answer.await.map_err(|_| session_ended(method))?;
+                in_flight.answered = true;
+                return outcome;
+            }
+            Err(params) => params,
+        };
+        let uid = link.upstream.next_id();
+        let (reply, answer) = oneshot::channel();
         link.calls
             .send(LoopCall::Upstream {
                 uid,
@@ -590,7 +605,7 @@ impl Context {
             .map_err(|_| session_ended(method))?;
         let mut in_flight = InFlight {
             uid,
-            calls: &link.calls,
+            cancel: Cancel::Loop(&link.calls),
             answered: false,
         };
         let outcome = answer.await.map_err(|_| session_ended(method))?;
@@ -632,14 +647,28 @@ fn session_ended(method: &str) -> ErrorData {
 /// Cancels an upstream request whose answer is no longer awaited.
 struct InFlight<'a> {
     uid: u64,
-    calls: &'a mpsc::UnboundedSender<LoopCall>,
+    cancel: Cancel<'a>,
     answered: bool,
+}
+
+/// Who sent an [`InFlight`] request, and so cancels it.
+enum Cancel<'a> {
+    /// The session loop.
+    Loop(&'a mpsc::UnboundedSender<LoopCall>),
+    /// The hook's task, through the chain's upstream end.
+    Direct(&'a crate::session::UpstreamEnd),
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        if !self.answered {
-            let _ = self.calls.send(LoopCall::CancelUpstream { uid: self.uid });
+        if self.answered {
+            return;
+        }
+        match self.cancel {
+            Cancel::Loop(calls) => {
+                let _ = calls.send(LoopCall::CancelUpstream { uid: self.uid });
+            }
+            Cancel::Direct(end) => end.cancel(self.uid, "the request was cancelled in the proxy"),
         }
     }
 }

@@ -309,7 +309,7 @@ impl Registry {
                 tokio::select! {
                     biased;
                     line = lines.recv() => match line {
-                        Some(line) => route(&streams, line.into_line()),
+                        Some(line) => route(&streams, line),
                         None => {
                             let _ = (&mut run).await;
                             break;
@@ -331,7 +331,7 @@ impl Registry {
             }
             // What the session wrote before it stopped still goes out.
             while let Ok(line) = lines.try_recv() {
-                route(&streams, line.into_line());
+                route(&streams, line);
             }
             let reason = router
                 .reason
@@ -453,9 +453,10 @@ impl Registry {
     }
 }
 
-fn route(streams: &Mutex<Streams>, line: String) {
+fn route(streams: &Mutex<Streams>, line: crate::transport::queue::Queued) {
+    let (line, belongs) = line.into_record();
     if let Ok(mut streams) = streams.lock() {
-        streams.route(line);
+        streams.route_record(line, belongs);
     }
 }
 

@@ -37,6 +37,7 @@ use super::reject::{Reject, SERVER_ERROR};
 use crate::jsonrpc::{self, Message, range_in, splice};
 use crate::session::Event;
 use crate::transport::Frame;
+use crate::transport::outbound::Belongs;
 use crate::transport::queue::Gauge;
 
 /// The standalone stream, opened by GET.
@@ -400,7 +401,38 @@ impl Streams {
         }
     }
 
-    /// Routes one message the core session wrote for the client.
+    /// Routes one message the core session wrote for the client, with what the session said
+    /// it belongs to: a response goes to its request's stream without the line being read
+    /// again, and a request the upstream sent while serving a client request goes to that
+    /// request's stream while it is open. What the session did not say is found by reading.
+    pub(crate) fn route_record(&mut self, line: String, belongs: Belongs) {
+        match belongs {
+            // A stateless session puts the client's own id back: that needs the line read.
+            Belongs::Response(id) if !self.stateless => {
+                let Some(stream) = self.by_request.remove(&id) else {
+                    tracing::debug!(%id, "dropped a response whose request stream is gone");
+                    return;
+                };
+                self.deliver(stream, line, true);
+            }
+            Belongs::During(id) => {
+                let open = self
+                    .by_request
+                    .get(&id)
+                    .copied()
+                    .filter(|stream| self.streams.get(stream).is_some_and(|s| !s.finished));
+                match open {
+                    Some(stream) => self.deliver(stream, line, false),
+                    // Its request's stream is gone: placed as any server request.
+                    None => self.route(line),
+                }
+            }
+            Belongs::Response(_) | Belongs::Unsaid => self.route(line),
+        }
+    }
+
+    /// Routes one message the core session wrote for the client, reading it to find its
+    /// stream.
     pub(crate) fn route(&mut self, line: String) {
         let message = match Message::parse(&line) {
             Ok(message) => message,
@@ -793,6 +825,43 @@ mod tests {
         let mut get = this.lock().unwrap().attach(&this, None).unwrap();
         assert_eq!(drain(&mut get.deliveries).len(), 1);
         drop((a, b));
+    }
+
+    #[tokio::test]
+    async fn records_place_a_server_request_on_the_stream_of_its_request_and_a_response_unread() {
+        for stateless in [false, true] {
+            let (this, _rx) = streams(stateless);
+            let mut a = open(&this, r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#);
+            let mut b = open(&this, r#"{"jsonrpc":"2.0","id":2,"method":"tools/call"}"#);
+            let a_id = this.lock().unwrap().streams[&a.stream]
+                .request
+                .as_ref()
+                .unwrap()
+                .session_id
+                .clone();
+            {
+                let mut s = this.lock().unwrap();
+                // Without a record this would go to the newest stream, b's.
+                s.route_record(
+                    r#"{"jsonrpc":"2.0","id":9,"method":"sampling/createMessage"}"#.into(),
+                    Belongs::During(a_id.clone()),
+                );
+                let answer = format!(r#"{{"jsonrpc":"2.0","id":{a_id},"result":{{}}}}"#);
+                s.route_record(answer, Belongs::Response(a_id.clone()));
+                // The stream is finished: a late server request for it goes where any would.
+                s.route_record(
+                    r#"{"jsonrpc":"2.0","id":10,"method":"ping"}"#.into(),
+                    Belongs::During(a_id),
+                );
+            }
+            let a_lines = drain(&mut a.deliveries);
+            assert_eq!(a_lines.len(), 2, "{a_lines:?}");
+            assert!(a_lines[0].contains("sampling/createMessage"), "{a_lines:?}");
+            assert_eq!(a_lines[1], r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+            let b_lines = drain(&mut b.deliveries);
+            assert_eq!(b_lines.len(), 1, "{b_lines:?}");
+            assert!(b_lines[0].contains("ping"), "{b_lines:?}");
+        }
     }
 
     #[tokio::test]

@@ -3,8 +3,10 @@
 //! each request ended.
 //!
 //! A client request whose method some model handles is not forwarded here: it becomes a task
-//! running `dispatch::client_request`, and the task's requests come back to the loop as
-//! [`LoopCall::Upstream`], which travel like client requests (ids, progress, restarts, timeouts).
+//! running `dispatch::client_request`. The task writes its upstream requests itself through the
+//! chain's upstream end (`upstream_end`) while the session allows it; otherwise they come back
+//! to the loop as [`LoopCall::Upstream`], which travel like client requests (ids, progress,
+//! restarts, timeouts).
 //! When the task finishes, its answer goes to the client under the client's id. Cancelling the
 //! client's request cancels the task's token and drops its futures; each upstream request the
 //! task still awaited is then cancelled upstream.
@@ -51,6 +53,11 @@ impl Hooked {
     /// Whether a hooked request the client knows as `client_id` is running.
     pub(super) fn in_flight(&self, client_id: &str) -> bool {
         self.by_client_id.contains_key(client_id)
+    }
+
+    /// The id the client knows hooked call `call` by, while it runs.
+    pub(super) fn client_id_of(&self, call: u64) -> Option<Box<str>> {
+        self.calls.get(&call).map(|c| c.client_id.clone())
     }
 
     fn insert(&mut self, key: u64, call: HookedCall) {
@@ -381,7 +388,10 @@ impl Session {
             }
             Err(error) => error_line(&call.client_id, &error),
         };
-        self.to_client(line);
+        self.to_client_as(
+            line,
+            crate::transport::outbound::Belongs::Response(call.client_id.clone()),
+        );
         if self.chain.observed() {
             self.observe(
                 &call.ctx,

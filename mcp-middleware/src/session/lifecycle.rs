@@ -127,6 +127,16 @@ impl Session {
     /// Marks the upstream down (dropping its link kills it) and returns the client messages that
     /// were held for it.
     fn mark_down(&mut self, reason: &str) -> Vec<String> {
+        for (_, waiter) in self.stop_direct() {
+            let _ = waiter.reply.send(Err(rmcp::model::ErrorData::new(
+                rmcp::model::ErrorCode(jsonrpc::UPSTREAM_UNAVAILABLE as i32),
+                format!(
+                    "{reason} before answering `{}`; the next request starts it again",
+                    waiter.method
+                ),
+                None,
+            )));
+        }
         let down = UpstreamState::Down {
             reason: reason.to_owned(),
         };

@@ -30,6 +30,9 @@
 mod bridge;
 mod hooked;
 mod lifecycle;
+mod upstream_end;
+
+pub(crate) use upstream_end::UpstreamEnd;
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -40,7 +43,6 @@ use tokio::sync::mpsc;
 use bridge::ClientEra;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::oneshot;
 
@@ -54,6 +56,7 @@ use crate::model::{HookId, Outcome};
 use crate::project::Project;
 use crate::routing::Route;
 use crate::transport::Frame;
+use crate::transport::outbound::Belongs;
 use crate::transport::queue::LineQueue;
 use crate::upstream::{Upstream, UpstreamEvent, UpstreamLink};
 
@@ -217,8 +220,11 @@ pub(crate) struct Session {
     to_client: LineQueue,
     upstream: UpstreamState,
     generation: u64,
-    /// Shared with hook tasks, which number their upstream requests themselves.
-    upstream_ids: Arc<AtomicU64>,
+    /// Shared with hook tasks, which number their upstream requests themselves and, while
+    /// [`Session::direct`] holds, write them to the upstream directly.
+    upstream_end: UpstreamEnd,
+    /// Whether hooks may write to the upstream now (what `upstream_end` was last told).
+    direct: bool,
     next_client_id: u64,
     chain: Arc<Chain>,
     scope: Arc<SessionScope>,
@@ -249,7 +255,7 @@ impl Session {
     ) -> Result<Self, crate::error::UpstreamError> {
         let (upstream_events, upstream_inbox) = mpsc::channel(256);
         let link = server.spawn(1, options.max_message_bytes, upstream_events.clone())?;
-        let upstream_ids = Arc::new(AtomicU64::new(0));
+        let upstream_end = UpstreamEnd::new(options.request_timeout, options.upstream_queue_bytes);
         let (calls_tx, calls) = mpsc::unbounded_channel();
         let scope = Arc::new(SessionScope::new(
             hooked::new_session_id(),
@@ -258,7 +264,7 @@ impl Session {
             SessionLink {
                 calls: calls_tx,
                 to_client: to_client.clone(),
-                upstream_ids: upstream_ids.clone(),
+                upstream: upstream_end.clone(),
             },
             project,
         ));
@@ -271,7 +277,8 @@ impl Session {
             to_client,
             upstream: UpstreamState::Up(link),
             generation: 1,
-            upstream_ids,
+            upstream_end,
+            direct: false,
             next_client_id: 0,
             chain,
             scope,
@@ -314,6 +321,7 @@ impl Session {
             while let Ok(call) = calls.try_recv() {
                 self.on_loop_call(call);
             }
+            self.sync_direct();
             let queued = backlog.queued();
             if queued > most {
                 break Ended::ClientNotReading(format!(
@@ -342,7 +350,12 @@ impl Session {
                 Some(event) = upstream.recv(), if !behind => match event {
                     UpstreamEvent::Line { generation, line } => {
                         if generation == self.generation {
-                            self.on_upstream_line(&line);
+                            self.on_upstream_line(&line, None);
+                        }
+                    }
+                    UpstreamEvent::LineFor { generation, line, request } => {
+                        if generation == self.generation {
+                            self.on_upstream_line(&line, Some(&request));
                         }
                     }
                     UpstreamEvent::Closed { generation, how } => {
@@ -385,6 +398,29 @@ impl Session {
         self.pending
             .values()
             .any(|p| matches!(p, Pending::Client { .. } | Pending::Hook { .. }))
+            || self.upstream_end.any_waiting()
+    }
+
+    /// Hooks write to the upstream directly exactly while nothing of their requests needs the
+    /// loop: the upstream is up (no replay, no probe held) and the client's era is settled and
+    /// not bridged. Leaving that state is [`Session::stop_direct`]'s job, at the moment it happens.
+    fn sync_direct(&mut self) {
+        let wanted =
+            matches!(self.era, ClientEra::Same) && matches!(self.upstream, UpstreamState::Up(_));
+        if wanted == self.direct {
+            return;
+        }
+        if let (true, UpstreamState::Up(link)) = (wanted, &self.upstream) {
+            self.upstream_end.set_writer(Some(link.queue()));
+            self.direct = true;
+        }
+    }
+
+    /// Hooks may no longer write to the upstream directly; what they wrote and still await is
+    /// returned, for the caller to fail.
+    fn stop_direct(&mut self) -> Vec<(u64, upstream_end::Waiter)> {
+        self.direct = false;
+        self.upstream_end.set_writer(None)
     }
 
     /// Names the client's requests that had no answer when the input-closed grace ran out.
@@ -420,6 +456,8 @@ impl Session {
             .filter(|(_, p)| matches!(p, Pending::Client { .. } | Pending::Hook { .. }))
             .map(|(uid, _)| *uid)
             .collect();
+        // A direct waiter dropped here tells its hook that the session ended.
+        waiting.extend(self.stop_direct().into_iter().map(|(uid, _)| uid));
         waiting.sort_unstable();
         for uid in waiting {
             self.pending.remove(&uid);
@@ -436,6 +474,24 @@ impl Session {
     pub(super) fn to_client(&self, line: String) {
         self.taps.answered(&line);
         let _ = self.to_client.send(line);
+    }
+
+    /// Sends the client `line`, saying which of its requests the line belongs to.
+    pub(super) fn to_client_as(&self, line: String, belongs: Belongs) {
+        let _ = self.to_client.send_record(line, belongs);
+    }
+
+    /// The id the client knows the request by that upstream request `uid` serves: the client's
+    /// own request, or the hooked client request a hook sent it for.
+    fn client_request_of(&self, uid: &str) -> Option<Box<str>> {
+        let uid = uid.parse::<u64>().ok()?;
+        let call = match self.pending.get(&uid) {
+            Some(Pending::Client { id, .. }) => return Some(id.clone()),
+            Some(Pending::Hook { call, .. }) => *call,
+            Some(_) => return None,
+            None => self.upstream_end.call_of(uid)?,
+        };
+        self.hooks.client_id_of(call)
     }
 
     /// How much waits for the upstream to read it, when that is over the limit.
@@ -458,7 +514,7 @@ impl Session {
     }
 
     pub(super) fn next_upstream_id(&mut self) -> u64 {
-        self.upstream_ids.fetch_add(1, Ordering::Relaxed) + 1
+        self.upstream_end.next_id()
     }
 
     // ---------------------------------------------------------------- client → upstream
@@ -850,7 +906,9 @@ impl Session {
 
     // ---------------------------------------------------------------- upstream → client
 
-    fn on_upstream_line(&mut self, line: &str) {
+    /// A line from the upstream; `during` is the upstream id of the request on whose response
+    /// stream it came, when the upstream said.
+    fn on_upstream_line(&mut self, line: &str, during: Option<&str>) {
         let message = match Message::parse(line) {
             Ok(message) => message,
             Err(malformed) => {
@@ -876,7 +934,7 @@ impl Session {
                 self.to_client(line.to_owned());
             }
             Message::Request { id, method, params } => {
-                self.on_upstream_request(line, id, &method, params)
+                self.on_upstream_request(line, id, &method, params, during)
             }
             Message::Notification { method, params } => {
                 self.on_upstream_notification(line, &method, params)
@@ -885,10 +943,21 @@ impl Session {
     }
 
     fn on_upstream_response(&mut self, line: &str, id: &str, outcome: Result<&str, &str>) {
-        let Some(pending) = id
-            .parse::<u64>()
-            .ok()
-            .and_then(|uid| self.pending.remove(&uid).map(|pending| (uid, pending)))
+        let uid = id.parse::<u64>().ok();
+        if let Some(waiter) = uid.and_then(|uid| {
+            (!self.pending.contains_key(&uid))
+                .then(|| self.upstream_end.take(uid))
+                .flatten()
+        }) {
+            // A request a hook wrote itself.
+            let _ = waiter.reply.send(match outcome {
+                Ok(result) => Ok(result.to_owned()),
+                Err(error) => Err(crate::dispatch::error_data(error)),
+            });
+            return;
+        }
+        let Some(pending) =
+            uid.and_then(|uid| self.pending.remove(&uid).map(|pending| (uid, pending)))
         else {
             tracing::debug!(
                 id = id,
@@ -919,7 +988,7 @@ impl Session {
                 if let Some((range, text)) = &completed {
                     replacements.push((range.clone(), text.as_str()));
                 }
-                self.to_client(splice(line, &replacements));
+                self.to_client_as(splice(line, &replacements), Belongs::Response(client_id));
                 if self.chain.observed() {
                     let (kind, error) = hooked::outcome_of(&method, outcome);
                     self.observe_end(uid, kind, error);
@@ -960,7 +1029,14 @@ impl Session {
         }
     }
 
-    fn on_upstream_request(&mut self, line: &str, id: &str, method: &str, params: Option<&str>) {
+    fn on_upstream_request(
+        &mut self,
+        line: &str,
+        id: &str,
+        method: &str,
+        params: Option<&str>,
+        during: Option<&str>,
+    ) {
         if matches!(self.era, ClientEra::Bridged(_))
             && self.on_bridged_upstream_request(id, method, params)
         {
@@ -998,7 +1074,10 @@ impl Session {
             replacements.push((range.clone(), text.as_str()));
         }
         tracing::debug!(method, did, "upstream request relayed to the client");
-        self.to_client(splice(line, &replacements));
+        let belongs = during
+            .and_then(|uid| self.client_request_of(uid))
+            .map_or(Belongs::Unsaid, Belongs::During);
+        self.to_client_as(splice(line, &replacements), belongs);
     }
 
     fn on_upstream_notification(&mut self, line: &str, method: &str, params: Option<&str>) {
@@ -1025,23 +1104,35 @@ impl Session {
                     let call = *call;
                     self.hooked_alive(call);
                 }
-                let client_token = uid.and_then(|uid| match self.pending.get_mut(&uid) {
-                    Some(
-                        Pending::Client {
-                            progress_token: Some(client_token),
-                            deadline,
-                            ..
-                        }
-                        | Pending::Hook {
-                            progress_token: Some(client_token),
-                            deadline,
-                            ..
-                        },
-                    ) => {
-                        *deadline = timeout.map(|t| Instant::now() + t);
-                        Some(client_token.clone())
+                let direct = uid
+                    .filter(|uid| !self.pending.contains_key(uid))
+                    .and_then(|uid| self.upstream_end.touch(uid));
+                let direct_token = match direct {
+                    Some((call, token)) => {
+                        self.hooked_alive(call);
+                        token
                     }
-                    _ => None,
+                    None => None,
+                };
+                let client_token = direct_token.or_else(|| {
+                    uid.and_then(|uid| match self.pending.get_mut(&uid) {
+                        Some(
+                            Pending::Client {
+                                progress_token: Some(client_token),
+                                deadline,
+                                ..
+                            }
+                            | Pending::Hook {
+                                progress_token: Some(client_token),
+                                deadline,
+                                ..
+                            },
+                        ) => {
+                            *deadline = timeout.map(|t| Instant::now() + t);
+                            Some(client_token.clone())
+                        }
+                        _ => None,
+                    })
                 });
                 let Some(client_token) = client_token else {
                     tracing::debug!(%token, "dropped progress for no pending request");
@@ -1124,6 +1215,24 @@ impl Session {
             })
             .collect();
         let waited = self.options.request_timeout.unwrap_or_default();
+        for (uid, waiter) in self.upstream_end.expired(now) {
+            let _ = waiter.reply.send(Err(ErrorData::new(
+                ErrorCode(jsonrpc::UPSTREAM_TIMEOUT as i32),
+                format!(
+                    "upstream `{}` did not answer `{}` within {} s; the request was cancelled",
+                    self.server,
+                    waiter.method,
+                    waited.as_secs()
+                ),
+                None,
+            )));
+            let params =
+                format!(r#"{{"requestId":{uid},"reason":"the proxy's request timeout expired"}}"#);
+            self.send_upstream(jsonrpc::notification(
+                "notifications/cancelled",
+                Some(&params),
+            ));
+        }
         for uid in expired {
             match self.pending.remove(&uid) {
                 Some(Pending::Client { id, method, .. }) => {

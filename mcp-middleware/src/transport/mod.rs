@@ -3,6 +3,7 @@
 //! A transport only frames messages; it knows nothing of MCP. The session above it sees lines.
 
 pub mod lines;
+pub(crate) mod outbound;
 pub(crate) mod queue;
 pub mod stdio;
 

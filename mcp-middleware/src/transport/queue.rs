@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Notify;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender, error::SendError};
 
+use super::outbound::Belongs;
+
 /// How many bytes are waiting for one peer, against a limit.
 #[derive(Debug)]
 pub(crate) struct Gauge {
@@ -91,6 +93,8 @@ impl Drop for Ticket {
 pub(crate) struct Queued {
     line: String,
     ticket: Ticket,
+    /// What the sender said the line belongs to.
+    belongs: Belongs,
 }
 
 impl Queued {
@@ -101,9 +105,18 @@ impl Queued {
 
     /// The line, no longer counted.
     pub(crate) fn into_line(self) -> String {
-        let Queued { line, ticket } = self;
+        self.into_record().0
+    }
+
+    /// The line and what it belongs to, no longer counted.
+    pub(crate) fn into_record(self) -> (String, Belongs) {
+        let Queued {
+            line,
+            ticket,
+            belongs,
+        } = self;
         drop(ticket);
-        line
+        (line, belongs)
     }
 }
 
@@ -135,9 +148,22 @@ impl LineQueue {
 
     /// Queues one line (counted with its newline). Fails only when the receiver is gone.
     pub(crate) fn send(&self, line: String) -> Result<(), SendError<String>> {
+        self.send_record(line, Belongs::Unsaid)
+    }
+
+    /// Queues one line with what it belongs to ([`Belongs`]).
+    pub(crate) fn send_record(
+        &self,
+        line: String,
+        belongs: Belongs,
+    ) -> Result<(), SendError<String>> {
         let ticket = self.gauge.ticket(line.len() + 1);
         self.tx
-            .send(Queued { line, ticket })
+            .send(Queued {
+                line,
+                ticket,
+                belongs,
+            })
             .map_err(|SendError(queued)| SendError(queued.into_line()))
     }
 

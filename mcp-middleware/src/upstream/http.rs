@@ -142,14 +142,17 @@ impl HttpUpstream {
             let value = env_refs::resolve(std::ffi::OsStr::new(value)).map_err(fail)?;
             headers.push((name.clone(), value.to_string_lossy().into_owned()));
         }
-        let up: Up = Arc::new(move |line| {
+        let up: Up = Arc::new(move |line, request| {
             let events = events.clone();
-            Box::pin(async move {
-                events
-                    .send(E::from(UpstreamEvent::Line { generation, line }))
-                    .await
-                    .is_ok()
-            })
+            let event = match request {
+                Some(request) => UpstreamEvent::LineFor {
+                    generation,
+                    line,
+                    request,
+                },
+                None => UpstreamEvent::Line { generation, line },
+            };
+            Box::pin(async move { events.send(E::from(event)).await.is_ok() })
         });
         let client = Arc::new(Client {
             name: self.to_string(),
@@ -195,7 +198,12 @@ const HEALTHY_STREAM: std::time::Duration = std::time::Duration::from_secs(30);
 /// A connection's driver, whatever its stream (plain TCP or TLS).
 type Connection = std::pin::Pin<Box<dyn Future<Output = Result<(), hyper::Error>> + Send>>;
 
-type Up = Arc<dyn Fn(String) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+/// Sends one message up to the session, with the id of the request whose stream carried it.
+type Up = Arc<
+    dyn Fn(String, Option<Box<str>>) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// Where the endpoint is.
 #[derive(Debug, Clone)]
@@ -290,7 +298,12 @@ enum Posted {
 
 impl Client {
     async fn send_up(&self, line: String) {
-        let _ = (self.up)(line).await;
+        let _ = (self.up)(line, None).await;
+    }
+
+    /// Sends up a message that came on the response stream of request `request_id`.
+    async fn send_up_for(&self, line: String, request_id: Option<&str>) {
+        let _ = (self.up)(line, request_id.map(Box::from)).await;
     }
 
     /// Sends one message from the session to the server, and its answers back.
@@ -451,7 +464,7 @@ impl Client {
                         if let Some(data) = event.data {
                             answered = answered || answers(&data, wanted.as_ref());
                             self.note(&data).await;
-                            self.send_up(data).await;
+                            self.send_up_for(data, request_id).await;
                         }
                     }
                     Ok(None) => break None,

@@ -936,7 +936,10 @@ impl Merger {
 
     async fn on_child_event(&mut self, index: usize, event: UpstreamEvent) {
         match event {
-            UpstreamEvent::Line { generation, line } => {
+            UpstreamEvent::Line { generation, line }
+            | UpstreamEvent::LineFor {
+                generation, line, ..
+            } => {
                 if generation == self.children[index].generation {
                     self.on_child_line(index, &line).await;
                 }

@@ -228,6 +228,17 @@ pub enum UpstreamEvent {
         /// The line.
         line: String,
     },
+    /// One message the server sent on the response stream of one of the session's requests
+    /// (an HTTP upstream's SSE stream), so what the server asks there can be tied to that
+    /// request.
+    LineFor {
+        /// Which start of the server sent it.
+        generation: u64,
+        /// The line.
+        line: String,
+        /// The id of the request whose stream carried it, as raw JSON.
+        request: Box<str>,
+    },
     /// The server closed its stdout (it exited or is about to).
     Closed {
         /// Which start of the server closed.
@@ -247,6 +258,11 @@ pub(crate) struct UpstreamLink {
 impl UpstreamLink {
     pub(crate) fn new(outgoing: LineQueue, task: JoinHandle<()>) -> Self {
         Self { outgoing, task }
+    }
+
+    /// The queue to the server's input, for those who write to it beside the session loop.
+    pub(crate) fn queue(&self) -> LineQueue {
+        self.outgoing.clone()
     }
 
     /// What waits for the server to read it.

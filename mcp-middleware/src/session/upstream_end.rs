@@ -1,0 +1,326 @@
+//! The chain's upstream end: a handle through which a hook task (`next.run()`,
+//! `ctx.upstream()`) writes its request to the upstream itself and awaits the answer, without a
+//! round trip through the session loop.
+//!
+//! The handle shares two things with the loop: the queue to the upstream's writer, present only
+//! while the session is in a state where a hook's request needs nothing of the loop (the
+//! upstream is up, no handshake is being replayed, the client's era is settled and not bridged),
+//! and the requests sent that way, by upstream id. The loop still reads every upstream line: it
+//! finds an answer's waiter here ([`UpstreamEnd::take`]), resets a waiter's deadline on progress,
+//! times waiters out and fails them when the upstream dies. When the writer is absent (a
+//! restart, a probe, a bridged client, a backlog) or the method changes what a restart must
+//! replay, [`UpstreamEnd::send`] declines and the request goes through the loop as before.
+//!
+//! The path of a hooked `tools/call` on stdio, counted in task or channel crossings: before,
+//! client reader -> loop -> hook task -> `LoopCall::Upstream` -> loop -> upstream writer ...
+//! upstream reader -> loop -> oneshot -> task -> `LoopCall::Finished` -> loop -> client writer
+//! (8, of which 4 per `next`); now the task writes to the upstream writer's queue itself (7, of
+//! which 3 per `next`), and the loop no longer checks the upstream's state and backlog twice.
+//! The answer still comes through the loop, which reads every upstream line once.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+use tokio::sync::oneshot;
+
+use crate::context::RawOutcome;
+use crate::jsonrpc;
+use crate::transport::queue::LineQueue;
+
+/// A request a hook wrote to the upstream itself, waiting for its answer.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    /// The hooked client request it serves (0: none).
+    pub(crate) call: u64,
+    pub(crate) method: Box<str>,
+    /// The token the hook sent, as raw JSON, when it asked for progress.
+    pub(crate) progress_token: Option<Box<str>>,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) reply: oneshot::Sender<RawOutcome>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    /// The upstream's input, while hooks may write to it directly.
+    writer: Option<LineQueue>,
+    waiting: HashMap<u64, Waiter>,
+}
+
+/// The handle hook tasks and the session loop share (cloning it shares it).
+#[derive(Debug, Clone)]
+pub(crate) struct UpstreamEnd {
+    shared: Arc<Mutex<Shared>>,
+    /// The session's upstream ids: the loop and hook tasks number their requests from here.
+    ids: Arc<AtomicU64>,
+    request_timeout: Option<Duration>,
+    /// Past this many bytes waiting for the upstream, requests go through the loop (which
+    /// refuses them with the backlog error).
+    backlog_limit: usize,
+}
+
+/// Methods whose requests the loop must see: it remembers them for a restart's replay.
+fn loop_only(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize" | "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe"
+    )
+}
+
+impl UpstreamEnd {
+    pub(crate) fn new(request_timeout: Option<Duration>, backlog_limit: usize) -> Self {
+        Self {
+            shared: Arc::default(),
+            ids: Arc::new(AtomicU64::new(0)),
+            request_timeout,
+            backlog_limit,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Shared> {
+        // Nothing panics while holding the lock; a poisoned one still holds consistent maps.
+        match self.shared.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// A fresh upstream id.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.ids.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Lets hooks write to `writer` directly (`Some`), or makes them go through the loop.
+    /// Taking the writer away returns the requests still waiting, for the loop to fail.
+    pub(crate) fn set_writer(&self, writer: Option<LineQueue>) -> Vec<(u64, Waiter)> {
+        let mut shared = self.lock();
+        let closing = writer.is_none();
+        shared.writer = writer;
+        if !closing {
+            return Vec::new();
+        }
+        let mut waiting: Vec<_> = shared.waiting.drain().collect();
+        waiting.sort_unstable_by_key(|(uid, _)| *uid);
+        waiting
+    }
+
+    /// Writes a request upstream for hooked call `call` and returns its id and the answer to
+    /// come, or gives `params` back when the request must go through the loop.
+    pub(crate) fn send(
+        &self,
+        call: u64,
+        method: &str,
+        params: Option<String>,
+    ) -> Result<(u64, oneshot::Receiver<RawOutcome>), Option<String>> {
+        if loop_only(method) {
+            return Err(params);
+        }
+        let mut shared = self.lock();
+        let Some(writer) = &shared.writer else {
+            return Err(params);
+        };
+        if writer.gauge().queued() > self.backlog_limit {
+            return Err(params);
+        }
+        let uid = self.next_id();
+        // With a token, the client's params are kept until the line is queued: if the queue
+        // is gone, the loop gets them as they were.
+        let (sent, progress_token, original) = match params {
+            Some(text) if text.contains("\"progressToken\"") => match swap_token(&text, uid) {
+                Some((rewritten, token)) => (Some(rewritten), token, Some(text)),
+                // Unreadable params: the loop sends them as they are.
+                None => return Err(Some(text)),
+            },
+            params => (params, None, None),
+        };
+        let line = jsonrpc::request(itoa::Buffer::new().format(uid), method, sent.as_deref());
+        if let Err(refused) = writer.send(line) {
+            // The upstream's input is closed: the loop learns it and starts it again.
+            drop(refused);
+            return Err(original.or(sent));
+        }
+        let (reply, answer) = oneshot::channel();
+        shared.waiting.insert(
+            uid,
+            Waiter {
+                call,
+                method: method.into(),
+                progress_token,
+                deadline: self.request_timeout.map(|t| Instant::now() + t),
+                reply,
+            },
+        );
+        Ok((uid, answer))
+    }
+
+    /// The answer to request `uid` is no longer awaited: it is cancelled upstream.
+    pub(crate) fn cancel(&self, uid: u64, reason: &str) {
+        let mut shared = self.lock();
+        if shared.waiting.remove(&uid).is_none() {
+            return;
+        }
+        if let Some(writer) = &shared.writer {
+            let params = serde_json::json!({ "requestId": uid, "reason": reason }).to_string();
+            let _ = writer.send(jsonrpc::notification(
+                "notifications/cancelled",
+                Some(&params),
+            ));
+        }
+        shared.waiting.shrink_to(64);
+    }
+
+    /// Removes the waiter for upstream id `uid`, if a hook wrote that request.
+    pub(crate) fn take(&self, uid: u64) -> Option<Waiter> {
+        self.lock().waiting.remove(&uid)
+    }
+
+    /// The hooked call upstream request `uid` serves, if a hook wrote it.
+    pub(crate) fn call_of(&self, uid: u64) -> Option<u64> {
+        self.lock().waiting.get(&uid).map(|w| w.call)
+    }
+
+    /// Progress arrived for `uid`: its deadline starts again. Returns the hooked call it serves
+    /// and the hook's progress token.
+    pub(crate) fn touch(&self, uid: u64) -> Option<(u64, Option<Box<str>>)> {
+        let mut shared = self.lock();
+        let waiter = shared.waiting.get_mut(&uid)?;
+        waiter.deadline = self.request_timeout.map(|t| Instant::now() + t);
+        Some((waiter.call, waiter.progress_token.clone()))
+    }
+
+    /// Removes and returns the waiters whose deadline is past.
+    pub(crate) fn expired(&self, now: Instant) -> Vec<(u64, Waiter)> {
+        let mut shared = self.lock();
+        let uids: Vec<u64> = shared
+            .waiting
+            .iter()
+            .filter(|(_, w)| w.deadline.is_some_and(|d| d <= now))
+            .map(|(uid, _)| *uid)
+            .collect();
+        uids.into_iter()
+            .filter_map(|uid| shared.waiting.remove(&uid).map(|w| (uid, w)))
+            .collect()
+    }
+
+    /// Whether any request written this way still waits for its answer.
+    pub(crate) fn any_waiting(&self) -> bool {
+        !self.lock().waiting.is_empty()
+    }
+}
+
+/// Replaces `params._meta.progressToken` with `uid`; returns the params and the old token (raw
+/// JSON). `None` if the params are not a JSON object.
+fn swap_token(params: &str, uid: u64) -> Option<(String, Option<Box<str>>)> {
+    let mut map: Map<String, Value> = serde_json::from_str(params).ok()?;
+    let token = super::swap_progress_token(&mut map, uid);
+    Some((serde_json::to_string(&map).ok()?, token))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end_with_writer() -> (
+        UpstreamEnd,
+        tokio::sync::mpsc::UnboundedReceiver<crate::transport::queue::Queued>,
+    ) {
+        let end = UpstreamEnd::new(Some(Duration::from_secs(30)), 1024);
+        let (queue, rx) = LineQueue::new(1024);
+        end.set_writer(Some(queue));
+        (end, rx)
+    }
+
+    #[test]
+    fn without_a_writer_the_request_goes_through_the_loop() {
+        let end = UpstreamEnd::new(None, 1024);
+        let declined = end.send(1, "tools/call", Some("{}".into()));
+        assert_eq!(declined.unwrap_err().as_deref(), Some("{}"));
+        assert!(!end.any_waiting());
+    }
+
+    #[test]
+    fn a_request_is_written_with_a_fresh_id_and_its_answer_reaches_the_waiter() {
+        let (end, mut rx) = end_with_writer();
+        let (uid, mut answer) = end
+            .send(7, "tools/call", Some(r#"{"name":"echo"}"#.into()))
+            .unwrap();
+        assert_eq!(uid, 1);
+        let line = rx.try_recv().unwrap().into_line();
+        assert_eq!(
+            line,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#
+        );
+        let waiter = end.take(uid).unwrap();
+        assert_eq!(waiter.call, 7);
+        waiter.reply.send(Ok("{}".into())).unwrap();
+        assert_eq!(answer.try_recv().unwrap().unwrap(), "{}");
+        assert!(end.take(uid).is_none());
+    }
+
+    #[test]
+    fn a_progress_token_becomes_the_upstream_id_and_is_kept_for_the_way_back() {
+        let (end, mut rx) = end_with_writer();
+        let params = r#"{"name":"x","_meta":{"progressToken":"tok"}}"#;
+        let (uid, _answer) = end.send(1, "tools/call", Some(params.into())).unwrap();
+        let line = rx.try_recv().unwrap().into_line();
+        assert!(
+            line.contains(&format!(r#""progressToken":{uid}"#)),
+            "{line}"
+        );
+        let (call, token) = end.touch(uid).unwrap();
+        assert_eq!((call, token.as_deref()), (1, Some("\"tok\"")));
+    }
+
+    #[test]
+    fn methods_a_restart_replays_go_through_the_loop() {
+        let (end, mut rx) = end_with_writer();
+        for method in ["initialize", "logging/setLevel", "resources/subscribe"] {
+            assert!(end.send(1, method, None).is_err(), "{method}");
+        }
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_backlog_sends_the_request_through_the_loop() {
+        let (end, _rx) = end_with_writer();
+        let big = "x".repeat(2048);
+        let first = end.send(1, "tools/call", Some(format!(r#"{{"a":"{big}"}}"#)));
+        assert!(first.is_ok());
+        assert!(end.send(1, "tools/call", None).is_err());
+    }
+
+    #[test]
+    fn cancelling_writes_a_cancellation_and_forgets_the_waiter() {
+        let (end, mut rx) = end_with_writer();
+        let (uid, _answer) = end.send(1, "tools/call", None).unwrap();
+        let _request = rx.try_recv().unwrap();
+        end.cancel(uid, "gone");
+        let line = rx.try_recv().unwrap().into_line();
+        assert!(line.contains("notifications/cancelled"), "{line}");
+        assert!(line.contains(&format!(r#""requestId":{uid}"#)), "{line}");
+        assert!(!end.any_waiting());
+        end.cancel(uid, "gone");
+        assert!(rx.try_recv().is_err(), "a second cancel writes nothing");
+    }
+
+    #[test]
+    fn taking_the_writer_away_hands_back_every_waiter_and_expiry_finds_late_ones() {
+        let (end, _rx) = end_with_writer();
+        let (a, _ra) = end.send(1, "tools/call", None).unwrap();
+        let (b, _rb) = end.send(2, "tools/list", None).unwrap();
+        let late = Instant::now() + Duration::from_secs(31);
+        let expired: Vec<u64> = end.expired(late).into_iter().map(|(uid, _)| uid).collect();
+        assert_eq!(expired.len(), 2);
+        let (c, _rc) = end.send(3, "tools/call", None).unwrap();
+        let failed: Vec<u64> = end
+            .set_writer(None)
+            .into_iter()
+            .map(|(uid, _)| uid)
+            .collect();
+        assert_eq!(failed, vec![c]);
+        assert!(a < b && b < c);
+        assert!(end.send(4, "tools/call", None).is_err());
+    }
+}
