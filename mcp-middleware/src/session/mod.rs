@@ -255,7 +255,8 @@ impl Session {
     ) -> Result<Self, crate::error::UpstreamError> {
         let (upstream_events, upstream_inbox) = mpsc::channel(256);
         let link = server.spawn(1, options.max_message_bytes, upstream_events.clone())?;
-        let upstream_end = UpstreamEnd::new(options.request_timeout, options.upstream_queue_bytes);
+        let upstream_end = UpstreamEnd::new(options.request_timeout, options.upstream_queue_bytes)
+            .through_loop(options.request_tap.is_some());
         let (calls_tx, calls) = mpsc::unbounded_channel();
         let scope = Arc::new(SessionScope::new(
             hooked::new_session_id(),
@@ -478,6 +479,7 @@ impl Session {
 
     /// Sends the client `line`, saying which of its requests the line belongs to.
     pub(super) fn to_client_as(&self, line: String, belongs: Belongs) {
+        self.taps.answered(&line);
         let _ = self.to_client.send_record(line, belongs);
     }
 

@@ -59,6 +59,9 @@ pub(crate) struct UpstreamEnd {
     /// Past this many bytes waiting for the upstream, requests go through the loop (which
     /// refuses them with the backlog error).
     backlog_limit: usize,
+    /// Every request goes through the loop: set when a request tap is installed, since the
+    /// loop is where the tap adds its `_meta` (trace context) to what is forwarded.
+    through_loop: bool,
 }
 
 /// Methods whose requests the loop must see: it remembers them for a restart's replay.
@@ -76,7 +79,14 @@ impl UpstreamEnd {
             ids: Arc::new(AtomicU64::new(0)),
             request_timeout,
             backlog_limit,
+            through_loop: false,
         }
+    }
+
+    /// Sends every request through the loop when `yes` (see the field's docs).
+    pub(crate) fn through_loop(mut self, yes: bool) -> Self {
+        self.through_loop = yes;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Shared> {
@@ -114,7 +124,7 @@ impl UpstreamEnd {
         method: &str,
         params: Option<String>,
     ) -> Result<(u64, oneshot::Receiver<RawOutcome>), Option<String>> {
-        if loop_only(method) {
+        if self.through_loop || loop_only(method) {
             return Err(params);
         }
         let mut shared = self.lock();
