@@ -956,3 +956,64 @@ async fn an_open_stream_ends_when_its_credential_lapses() {
     server.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Reads one HTTP/1.1 response from `io`: its status. The body is read to its end when it has a
+/// `content-length` (so the next response can follow), else left (an event stream).
+async fn read_one_response(io: &mut TcpStream) -> u16 {
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    let (head_end, length) = loop {
+        let n = tokio::time::timeout(WAIT, io.read(&mut buf))
+            .await
+            .expect("no response in time")
+            .expect("read");
+        assert!(n > 0, "the connection closed before a response: {raw:?}");
+        raw.extend_from_slice(&buf[..n]);
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .map(|v| v.trim().parse::<usize>().expect("content-length"))
+                .unwrap_or(0);
+            break (end + 4, length);
+        }
+    };
+    while raw.len() < head_end + length {
+        let n = tokio::time::timeout(WAIT, io.read(&mut buf))
+            .await
+            .expect("no body in time")
+            .expect("read");
+        assert!(n > 0, "the connection closed inside the body");
+        raw.extend_from_slice(&buf[..n]);
+    }
+    let status = String::from_utf8_lossy(&raw[9..12]).to_string();
+    status.parse().expect("a status")
+}
+
+#[tokio::test]
+async fn a_refused_request_leaves_its_connection_usable() {
+    let tokens = TokenList::new().with_token("alice", "token-of-alice-0123456789");
+    let server = serve(options().auth(Auth::new().tokens(tokens))).await;
+    let mut io = TcpStream::connect(server.local_addr()).await.unwrap();
+    let port = server.local_addr().port();
+    let request = |token: &str| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nhost: localhost:{port}\r\nauthorization: Bearer {token}\r\n\
+             content-type: application/json\r\naccept: application/json, text/event-stream\r\n\
+             content-length: {}\r\n\r\n{INIT}",
+            INIT.len()
+        )
+    };
+    // A wrong token, then the right one, on one keep-alive connection.
+    io.write_all(request("not-a-token-of-anyone").as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(read_one_response(&mut io).await, 401);
+    io.write_all(request("token-of-alice-0123456789").as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(read_one_response(&mut io).await, 200);
+    drop(io);
+    server.shutdown().await;
+}
