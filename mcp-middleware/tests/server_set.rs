@@ -401,6 +401,10 @@ async fn a_vendor_method_cannot_reach_what_routes_hide() {
     let echoed = client
         .request("custom/echo", json!({"name": "beta__thing"}))
         .await;
-    assert_eq!(echoed["result"]["echo"], json!({"name": "thing"}), "{echoed}");
+    assert_eq!(
+        echoed["result"]["echo"],
+        json!({"name": "thing"}),
+        "{echoed}"
+    );
     client.close().await.unwrap();
 }

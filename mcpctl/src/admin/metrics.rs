@@ -168,7 +168,11 @@ impl RequestTap for MetricsTap {
 
 impl TappedRequest for Counted {
     fn end(self: Box<Self>, end: &RequestEnd<'_>) {
-        self.metrics
-            .record(&self.method, self.target.as_deref(), end.outcome, end.duration);
+        self.metrics.record(
+            &self.method,
+            self.target.as_deref(),
+            end.outcome,
+            end.duration,
+        );
     }
 }

@@ -95,7 +95,10 @@ pub(crate) fn prepare(
         Some(project) => Some((Store::from_env()?, project.name.clone())),
         None => None,
     };
-    let codemode = build(proxy, None)?.chain()?.layer_names().contains(&"codemode");
+    let codemode = build(proxy, None)?
+        .chain()?
+        .layer_names()
+        .contains(&"codemode");
     #[cfg(feature = "metrics")]
     let metrics = Arc::new(super::metrics::Metrics::new(servers.clone(), codemode));
     Ok(Some(Prepared {
