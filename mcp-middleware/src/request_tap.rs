@@ -15,7 +15,7 @@
 //! here (SPEC P1). With one, the envelope of each line to the client is read once more while
 //! requests are open, to see which it answers: the cost of seeing every route the same way.
 //!
-//! The session side is [`Taps`]: the requests in flight by the client's id.
+//! The session side is `Taps`: the requests in flight by the client's id.
 
 use std::collections::HashMap;
 use std::fmt;
