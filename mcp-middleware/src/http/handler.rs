@@ -134,11 +134,20 @@ async fn dispatch(
     }
     // Every request authenticates, and its session must belong to whoever it authenticates as.
     // A stream it opens lasts only as long as the credential.
+    let authenticated = front.authn.authenticate(headers, certificate).await;
     let Authenticated {
         identity,
         validity,
         bearer,
-    } = front.authn.authenticate(headers, certificate).await?;
+    } = match authenticated {
+        Ok(authenticated) => authenticated,
+        Err(reject) => {
+            // Read a small body to its end first, so the connection stays usable: a client that
+            // reuses it (as an SDK does after logging in) gets the refusal, not a closed socket.
+            discard_body(request.into_body()).await;
+            return Err(reject);
+        }
+    };
     let bearer = bearer.as_ref().map(|token| &*token.0);
     match *request.method() {
         Method::POST => post(registry, &identity, validity, bearer, peer, request).await,
@@ -610,6 +619,28 @@ async fn read_body(mut body: Incoming, max: usize, headers: &HeaderMap) -> Resul
                 ),
             )
         })?
+}
+
+/// The most of a refused request's body read (and dropped) to keep its connection open; past
+/// it, or past [`DISCARD_TIMEOUT`], the connection closes after the answer instead.
+const DISCARD_MAX: usize = 64 * 1024;
+/// How long a refused request's body may take to arrive before the connection is closed.
+const DISCARD_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Reads and drops up to [`DISCARD_MAX`] bytes of `body` within [`DISCARD_TIMEOUT`].
+async fn discard_body(mut body: Incoming) {
+    let drain = async {
+        let mut read = 0usize;
+        while let Some(Ok(frame)) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+            if let Ok(data) = frame.into_data() {
+                read += data.len();
+                if read > DISCARD_MAX {
+                    return;
+                }
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DISCARD_TIMEOUT, drain).await;
 }
 
 fn accepted() -> Response<Body> {
