@@ -28,8 +28,9 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,8 @@ HERE = Path(__file__).resolve().parent
 SERVER_PKG = HERE / "node_modules" / "@modelcontextprotocol" / "server-everything"
 SERVER_JS = SERVER_PKG / "dist" / "index.js"
 LOG_DIR = HERE / ".logs"
+#: Loopback servers the tests import (authorization server, recording upstreams, ...).
+FIXTURES = HERE.parent / "fixtures"
 
 #: Upper bound for any single wait on an asynchronous event (CPU may be shared with a build).
 EVENT_TIMEOUT = 20.0
@@ -549,6 +552,18 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         target += f", OVER STREAMABLE HTTP THROUGH {HTTP_PROXY}"
     params = server_params()
     return [f"mcp interop: reference server launched {target}: {' '.join([params.command, *params.args])}"]
+
+
+@pytest.fixture
+def issuer() -> Iterator[Any]:
+    """A loopback OAuth authorization server (`tests/fixtures/authorization_server.py`), stopped
+    after the test."""
+    if str(FIXTURES) not in sys.path:
+        sys.path.insert(0, str(FIXTURES))
+    from authorization_server import AuthorizationServer
+
+    with AuthorizationServer() as server:
+        yield server
 
 
 # --------------------------------------------------------------------------- small helpers

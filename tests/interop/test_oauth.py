@@ -50,15 +50,6 @@ INITIALIZE = {
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-@pytest.fixture
-def issuer() -> Iterator[AuthorizationServer]:
-    server = AuthorizationServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def apply(home: Path, issuer: str, extra: str = "") -> subprocess.CompletedProcess[str]:
     spec = home.parent / "project.yaml"
     spec.write_text(

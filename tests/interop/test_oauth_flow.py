@@ -58,21 +58,9 @@ EXCHANGE_SECRET = "exchange-secret-5d1e"
 
 
 @pytest.fixture
-def issuer() -> Iterator[AuthorizationServer]:
-    server = AuthorizationServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
 def upstream() -> Iterator[RecordingUpstream]:
-    server = RecordingUpstream().start()
-    try:
+    with RecordingUpstream() as server:
         yield server
-    finally:
-        server.stop()
 
 
 def apply(home: Path, yaml: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

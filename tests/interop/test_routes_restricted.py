@@ -129,15 +129,6 @@ def serving(tmp_path: Path, spec: str) -> Iterator[str]:
         yield served.url
 
 
-@pytest.fixture
-def issuer() -> Iterator[AuthorizationServer]:
-    server = AuthorizationServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def jwt_client(url: str, token: str, mode: str = "legacy") -> Client:
     http = httpx.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=httpx.Timeout(30, read=60))
     return Client(streamable_http_client(url, http_client=http), mode=mode, read_timeout_seconds=READ_TIMEOUT,
