@@ -50,10 +50,9 @@ INITIALIZE = {
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-def apply(home: Path, issuer: str, extra: str = "") -> subprocess.CompletedProcess[str]:
-    spec = home.parent / "project.yaml"
-    spec.write_text(
-        f"""
+def secured_project(issuer: str, extra: str = "") -> str:
+    """The project `secured`: server-everything behind JWTs from `issuer`, plus `extra` auth lines."""
+    return f"""
 kind: Server
 metadata: {{ name: everything }}
 spec:
@@ -67,11 +66,20 @@ spec:
   auth:
     jwt: {{ issuer: "{issuer}" }}
     oauth: {{ scopes: [{SCOPE}] }}
-{extra}""",
-        encoding="utf-8",
-    )
-    return subprocess.run([HTTP_PROXY or "", "apply", "-f", str(spec)], env={**os.environ, "MCPCTL_HOME": str(home)},
+{extra}"""
+
+
+def apply_spec(home: Path, yaml: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`mcpctl apply` of `yaml` (written beside `home`) with `MCPCTL_HOME=home` and `env`."""
+    spec = home.parent / "project.yaml"
+    spec.write_text(yaml, encoding="utf-8")
+    return subprocess.run([HTTP_PROXY or "", "apply", "-f", str(spec)],
+                          env={**os.environ, "MCPCTL_HOME": str(home), **(env or {})},
                           capture_output=True, text=True, timeout=60)
+
+
+def apply(home: Path, issuer: str, extra: str = "") -> subprocess.CompletedProcess[str]:
+    return apply_spec(home, secured_project(issuer, extra))
 
 
 @contextmanager
