@@ -26,9 +26,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
+import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +49,8 @@ HERE = Path(__file__).resolve().parent
 SERVER_PKG = HERE / "node_modules" / "@modelcontextprotocol" / "server-everything"
 SERVER_JS = SERVER_PKG / "dist" / "index.js"
 LOG_DIR = HERE / ".logs"
+#: Loopback servers the tests import (authorization server, recording upstreams, ...).
+FIXTURES = HERE.parent / "fixtures"
 
 #: Upper bound for any single wait on an asynchronous event (CPU may be shared with a build).
 EVENT_TIMEOUT = 20.0
@@ -242,37 +246,74 @@ async def tapped_stdio(params: StdioServerParameters, wire: EventLog[WireMsg], e
         yield _TapRead(read_stream, wire), _TapWrite(write_stream, wire)
 
 
-class HttpProxy:
-    """`$MCP_HTTP_PROXY serve --listen 127.0.0.1:0 -- CMD...` as a child process: its URL, and
-    its stderr copied to `errlog`."""
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for servers that take `PORT`)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
-    def __init__(self, command: list[str], env: dict[str, str], errlog: Any) -> None:
+
+#: What `mcpctl serve` prints on stderr once it accepts connections, followed by its URL.
+LISTENING = "listening on "
+
+
+class ServedProcess:
+    """A child process (`argv`, environment `env`) that serves once it prints a ready line on
+    stderr: by default `listening on URL`, whose URL becomes `.url`; with `ready`, the first line
+    containing that text. Its stderr is kept (`stderr_text()`) and, given a `stderr` sink (a
+    file-like object or a list), copied there as it comes. If it is not ready within `timeout`
+    (or exits), it is stopped and the test fails with `failure`, its exit status and its stderr.
+    `stop()`, or leaving a `with` block, ends it: terminate, then kill after 10 s."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+        stderr: Any = None,
+        *,
+        ready: str | None = None,
+        failure: str | None = None,
+        timeout: float = EVENT_TIMEOUT,
+    ) -> None:
+        self.argv = list(argv)
+        self.url: str | None = None
+        self._lines: list[str] = []
+        self._sink = stderr
         self.proc = subprocess.Popen(
-            [HTTP_PROXY or "", "serve", "--listen", "127.0.0.1:0", "--", *command],
+            self.argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env=env,
             text=True,
         )
-        self.url: str | None = None
         found = threading.Event()
 
         def pump() -> None:
             assert self.proc.stderr is not None
             for line in self.proc.stderr:
-                if self.url is None and line.startswith("listening on "):
-                    self.url = line.removeprefix("listening on ").strip()
+                if self.url is None and line.startswith(LISTENING):
+                    self.url = line.removeprefix(LISTENING).strip()
+                if not found.is_set() and (line.startswith(LISTENING) if ready is None else ready in line):
                     found.set()
-                errlog.write(line)
-                errlog.flush()
+                self._lines.append(line)
+                if isinstance(self._sink, list):
+                    self._sink.append(line)
+                elif self._sink is not None:
+                    self._sink.write(line)
+                    self._sink.flush()
             found.set()
 
         self._pump = threading.Thread(target=pump, daemon=True)
         self._pump.start()
-        if not found.wait(EVENT_TIMEOUT) or self.url is None:
+        if not found.wait(timeout) or self.proc.poll() is not None or (ready is None and self.url is None):
             self.stop()
-            pytest.fail(f"{HTTP_PROXY} did not print `listening on URL` (exit status {self.proc.poll()})")
+            what = failure or f"{self.argv[0]} did not print `listening on URL`"
+            pytest.fail(f"{what} (exit status {self.proc.poll()}); stderr:\n{self.stderr_text()}")
+
+    def stderr_text(self) -> str:
+        """Everything it wrote on stderr so far."""
+        return "".join(self._lines)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -283,6 +324,25 @@ class HttpProxy:
                 self.proc.kill()
                 self.proc.wait()
         self._pump.join(5)
+
+    def __enter__(self) -> ServedProcess:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+class HttpProxy(ServedProcess):
+    """`$MCP_HTTP_PROXY serve --listen 127.0.0.1:0 -- CMD...` as a child process: its URL, and
+    its stderr copied to `errlog`."""
+
+    def __init__(self, command: list[str], env: dict[str, str], errlog: Any) -> None:
+        super().__init__(
+            [HTTP_PROXY or "", "serve", "--listen", "127.0.0.1:0", "--", *command],
+            env,
+            errlog,
+            failure=f"{HTTP_PROXY} did not print `listening on URL`",
+        )
 
 
 @asynccontextmanager
@@ -492,6 +552,18 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         target += f", OVER STREAMABLE HTTP THROUGH {HTTP_PROXY}"
     params = server_params()
     return [f"mcp interop: reference server launched {target}: {' '.join([params.command, *params.args])}"]
+
+
+@pytest.fixture
+def issuer() -> Iterator[Any]:
+    """A loopback OAuth authorization server (`tests/fixtures/authorization_server.py`), stopped
+    after the test."""
+    if str(FIXTURES) not in sys.path:
+        sys.path.insert(0, str(FIXTURES))
+    from authorization_server import AuthorizationServer
+
+    with AuthorizationServer() as server:
+        yield server
 
 
 # --------------------------------------------------------------------------- small helpers

@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -31,7 +30,7 @@ if not PROXY:
 
 import anyio  # noqa: E402
 import mcp_types as types  # noqa: E402
-from conftest import BASE_TOOLS, EVENT_TIMEOUT, READ_TIMEOUT, SERVER_JS, text_of  # noqa: E402
+from conftest import BASE_TOOLS, EVENT_TIMEOUT, READ_TIMEOUT, SERVER_JS, ServedProcess, text_of  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
@@ -378,55 +377,21 @@ async def test_cancelling_execute_cancels_its_inner_call_upstream(home: Path, tm
 # --------------------------------------------------------------------------- HTTP
 
 
-class Served:
+def served() -> ServedProcess:
     """`mcpctl serve --listen 127.0.0.1:0 --model codemode -- CMD`, and its URL."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [PROXY or "", "serve", "--listen", "127.0.0.1:0", "--model", "codemode", "--", "node", str(SERVER_JS), "stdio"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.url: str | None = None
-        found = threading.Event()
-
-        def pump() -> None:
-            assert self.proc.stderr is not None
-            for line in self.proc.stderr:
-                if self.url is None and line.startswith("listening on "):
-                    self.url = line.removeprefix("listening on ").strip()
-                    found.set()
-            found.set()
-
-        self._pump = threading.Thread(target=pump, daemon=True)
-        self._pump.start()
-        if not found.wait(EVENT_TIMEOUT) or self.url is None:
-            self.stop()
-            pytest.fail(f"mcpctl serve did not print `listening on URL` (exit status {self.proc.poll()})")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._pump.join(5)
+    return ServedProcess(
+        [PROXY or "", "serve", "--listen", "127.0.0.1:0", "--model", "codemode", "--", "node", str(SERVER_JS), "stdio"],
+        failure="mcpctl serve did not print `listening on URL`",
+    )
 
 
 async def test_code_mode_over_http() -> None:
-    served = Served()
-    try:
-        assert served.url is not None
-        transport = streamable_http_client(served.url)
+    with served() as serving:
+        assert serving.url is not None
+        transport = streamable_http_client(serving.url)
         async with Client(transport, mode="legacy", read_timeout_seconds=READ_TIMEOUT, cache=None) as client:
             assert [tool.name for tool in (await client.list_tools()).tools] == FOUR
             value = result_of(await execute(client, "return await upstream.getSum({ a: 1, b: 2 });"))
             assert "3" in json.dumps(value)
             assert error_of(await execute(client, "throw new TypeError('typed');")).startswith("TypeError at line 1")
             assert result_of(await execute(client, "return 'ok';")) == "ok"
-    finally:
-        served.stop()

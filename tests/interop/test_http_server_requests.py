@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from conftest import EVENT_TIMEOUT, HTTP_PROXY, READ_TIMEOUT, SERVER_JS
+from conftest import HTTP_PROXY, READ_TIMEOUT, SERVER_JS, ServedProcess, free_port
 
 if not HTTP_PROXY:
     pytest.skip("MCP_HTTP_PROXY is not set: this module tests the proxy's HTTP front", allow_module_level=True)
@@ -36,72 +33,17 @@ CALLS = 6
 PROTOCOL = "2025-11-25"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Child:
-    """A child process that prints a line containing `ready` on stderr once it serves; stopped
-    by `stop`. `url` is what follows `listening on ` when the line has it."""
-
-    def __init__(self, command: list[str], ready: str, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            command,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.url: str | None = None
-        found = threading.Event()
-
-        def pump() -> None:
-            assert self.proc.stderr is not None
-            for line in self.proc.stderr:
-                if not found.is_set() and ready in line:
-                    if line.startswith("listening on "):
-                        self.url = line.removeprefix("listening on ").strip()
-                    found.set()
-            found.set()
-
-        self._pump = threading.Thread(target=pump, daemon=True)
-        self._pump.start()
-        if not found.wait(EVENT_TIMEOUT) or self.proc.poll() is not None:
-            self.stop()
-            pytest.fail(f"{command[0]} did not start (exit status {self.proc.poll()})")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._pump.join(5)
-
-
 @pytest.fixture
 def proxy_url() -> Iterator[str]:
     """The reference server over HTTP, and the proxy in front of it, serving HTTP too."""
     port = free_port()
-    everything = Child(["node", str(SERVER_JS), "streamableHttp"], "listening on port", {**os.environ, "PORT": str(port)})
-    try:
-        proxy = Child(
-            [HTTP_PROXY or "", "serve", "--listen", "127.0.0.1:0", "--url", f"http://127.0.0.1:{port}/mcp"],
-            "listening on ",
-            dict(os.environ),
-        )
-        try:
-            assert proxy.url is not None
-            yield proxy.url
-        finally:
-            proxy.stop()
-    finally:
-        everything.stop()
+    everything = ["node", str(SERVER_JS), "streamableHttp"]
+    with ServedProcess(everything, {**os.environ, "PORT": str(port)}, ready="listening on port",
+                       failure="node did not start"):
+        proxy = [HTTP_PROXY or "", "serve", "--listen", "127.0.0.1:0", "--url", f"http://127.0.0.1:{port}/mcp"]
+        with ServedProcess(proxy, dict(os.environ), failure=f"{HTTP_PROXY or ''} did not start") as served:
+            assert served.url is not None
+            yield served.url
 
 
 def messages_of(response: httpx2.Response, body: str) -> list[dict[str, Any]]:

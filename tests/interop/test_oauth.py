@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from conftest import EVENT_TIMEOUT, HTTP_PROXY, LOG_DIR, READ_TIMEOUT, SERVER_JS, text_of
+from conftest import HTTP_PROXY, LOG_DIR, READ_TIMEOUT, SERVER_JS, ServedProcess, text_of
 
 if not HTTP_PROXY:
     pytest.skip("MCP_HTTP_PROXY is not set: test_oauth.py tests `mcpctl serve PROJECT`", allow_module_level=True)
@@ -51,19 +50,9 @@ INITIALIZE = {
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-@pytest.fixture
-def issuer() -> Iterator[AuthorizationServer]:
-    server = AuthorizationServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-def apply(home: Path, issuer: str, extra: str = "") -> subprocess.CompletedProcess[str]:
-    spec = home.parent / "project.yaml"
-    spec.write_text(
-        f"""
+def secured_project(issuer: str, extra: str = "") -> str:
+    """The project `secured`: server-everything behind JWTs from `issuer`, plus `extra` auth lines."""
+    return f"""
 kind: Server
 metadata: {{ name: everything }}
 spec:
@@ -77,11 +66,20 @@ spec:
   auth:
     jwt: {{ issuer: "{issuer}" }}
     oauth: {{ scopes: [{SCOPE}] }}
-{extra}""",
-        encoding="utf-8",
-    )
-    return subprocess.run([HTTP_PROXY or "", "apply", "-f", str(spec)], env={**os.environ, "MCPCTL_HOME": str(home)},
+{extra}"""
+
+
+def apply_spec(home: Path, yaml: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`mcpctl apply` of `yaml` (written beside `home`) with `MCPCTL_HOME=home` and `env`."""
+    spec = home.parent / "project.yaml"
+    spec.write_text(yaml, encoding="utf-8")
+    return subprocess.run([HTTP_PROXY or "", "apply", "-f", str(spec)],
+                          env={**os.environ, "MCPCTL_HOME": str(home), **(env or {})},
                           capture_output=True, text=True, timeout=60)
+
+
+def apply(home: Path, issuer: str, extra: str = "") -> subprocess.CompletedProcess[str]:
+    return apply_spec(home, secured_project(issuer, extra))
 
 
 @contextmanager
@@ -90,38 +88,13 @@ def serve(home: Path) -> Iterator[str]:
     LOG_DIR.mkdir(exist_ok=True)
     errlog = open(LOG_DIR / "server-stderr.log", "a", encoding="utf-8")  # noqa: SIM115
     errlog.write("\n===== test_oauth =====\n")
-    proc = subprocess.Popen(
-        [HTTP_PROXY or "", "serve", "secured", "--listen", "127.0.0.1:0"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "MCPCTL_HOME": str(home), "MCPCTL_LOG": "info"},
-    )
-    found = threading.Event()
-    url: list[str] = []
-
-    def pump() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if not url and line.startswith("listening on "):
-                url.append(line.removeprefix("listening on ").strip())
-                found.set()
-            errlog.write(line)
-            errlog.flush()
-        found.set()
-
-    thread = threading.Thread(target=pump, daemon=True)
-    thread.start()
     try:
-        if not found.wait(EVENT_TIMEOUT) or not url:
-            pytest.fail(f"mcpctl serve did not print `listening on URL` (exit status {proc.poll()})")
-        yield url[0]
+        argv = [HTTP_PROXY or "", "serve", "secured", "--listen", "127.0.0.1:0"]
+        env = {**os.environ, "MCPCTL_HOME": str(home), "MCPCTL_LOG": "info"}
+        with ServedProcess(argv, env, errlog, failure="mcpctl serve did not print `listening on URL`") as serving:
+            assert serving.url is not None
+            yield serving.url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        thread.join(5)
         errlog.close()
 
 

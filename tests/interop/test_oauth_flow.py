@@ -22,7 +22,6 @@ Needs `MCP_HTTP_PROXY` (the mcpctl binary); without it the module is skipped.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -32,7 +31,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from conftest import HTTP_PROXY, READ_TIMEOUT, SERVER_JS, text_of
+from conftest import HTTP_PROXY, READ_TIMEOUT, text_of
 
 if not HTTP_PROXY:
     pytest.skip("MCP_HTTP_PROXY is not set: test_oauth_flow.py tests `mcpctl serve PROJECT`",
@@ -45,7 +44,7 @@ from mcp.client.auth import OAuthClientProvider  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken  # noqa: E402
-from test_oauth import SCOPE, serve  # noqa: E402
+from test_oauth import SCOPE, apply_spec, secured_project, serve  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from authorization_server import AuthorizationServer  # noqa: E402
@@ -58,47 +57,9 @@ EXCHANGE_SECRET = "exchange-secret-5d1e"
 
 
 @pytest.fixture
-def issuer() -> Iterator[AuthorizationServer]:
-    server = AuthorizationServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
 def upstream() -> Iterator[RecordingUpstream]:
-    server = RecordingUpstream().start()
-    try:
+    with RecordingUpstream() as server:
         yield server
-    finally:
-        server.stop()
-
-
-def apply(home: Path, yaml: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    spec = home.parent / "project.yaml"
-    spec.write_text(yaml, encoding="utf-8")
-    return subprocess.run([HTTP_PROXY or "", "apply", "-f", str(spec)],
-                          env={**os.environ, "MCPCTL_HOME": str(home), **(env or {})},
-                          capture_output=True, text=True, timeout=60)
-
-
-def everything_project(issuer: str) -> str:
-    return f"""
-kind: Server
-metadata: {{ name: everything }}
-spec:
-  command: node
-  args: ["{SERVER_JS}", stdio]
----
-kind: Project
-metadata: {{ name: secured }}
-spec:
-  servers: [everything]
-  auth:
-    jwt: {{ issuer: "{issuer}" }}
-    oauth: {{ scopes: [{SCOPE}] }}
-"""
 
 
 class MemoryStorage:
@@ -175,7 +136,7 @@ async def oauth_client(url: str, storage: MemoryStorage, browser: Browser) -> As
 
 async def test_the_sdk_logs_in_from_the_401_and_opens_a_session(tmp_path: Path, issuer: AuthorizationServer) -> None:
     home = tmp_path / "home"
-    done = apply(home, everything_project(issuer.issuer))
+    done = apply_spec(home, secured_project(issuer.issuer))
     assert done.returncode == 0, done.stderr
     with serve(home) as url:
         storage, browser = MemoryStorage(), Browser()
@@ -220,7 +181,7 @@ async def test_the_sdk_logs_in_from_the_401_and_opens_a_session(tmp_path: Path, 
 async def test_the_sdk_is_refused_a_token_for_another_resource_or_without_the_scope(
         tmp_path: Path, issuer: AuthorizationServer) -> None:
     home = tmp_path / "home"
-    done = apply(home, everything_project(issuer.issuer))
+    done = apply_spec(home, secured_project(issuer.issuer))
     assert done.returncode == 0, done.stderr
     with serve(home) as url:
         # The authorization server issues tokens for another resource: the proxy refuses them.
@@ -287,7 +248,7 @@ async def test_the_upstream_gets_an_exchanged_token_never_the_clients(
     issuer.add_client("mcp-proxy", EXCHANGE_SECRET)
     monkeypatch.setenv("OAUTH_FLOW_EXCHANGE_SECRET", EXCHANGE_SECRET)
     home = tmp_path / "home"
-    done = apply(home, exchange_project(issuer.issuer, upstream.url))
+    done = apply_spec(home, exchange_project(issuer.issuer, upstream.url))
     assert done.returncode == 0, done.stderr
     with serve(home) as url:
         storage, browser = MemoryStorage(), Browser()
@@ -337,7 +298,7 @@ async def test_a_failed_exchange_is_a_clear_error_without_the_token(
     issuer.refuse_exchange = "invalid_target"
     monkeypatch.setenv("OAUTH_FLOW_EXCHANGE_SECRET", EXCHANGE_SECRET)
     home = tmp_path / "home"
-    done = apply(home, exchange_project(issuer.issuer, upstream.url))
+    done = apply_spec(home, exchange_project(issuer.issuer, upstream.url))
     assert done.returncode == 0, done.stderr
     with serve(home) as url:
         storage = MemoryStorage()
@@ -358,14 +319,14 @@ async def test_token_exchange_is_checked_at_apply(tmp_path: Path, issuer: Author
     home = tmp_path / "home"
     plain_secret = exchange_project(issuer.issuer, upstream.url).replace(
         "${env:OAUTH_FLOW_EXCHANGE_SECRET}", "hunter2")
-    refused = apply(home, plain_secret)
+    refused = apply_spec(home, plain_secret)
     assert refused.returncode != 0 and "auth.tokenExchange.clientSecret" in refused.stderr
     assert "hunter2" not in refused.stderr
-    remote = apply(home, exchange_project("http://login.example.com", upstream.url))
+    remote = apply_spec(home, exchange_project("http://login.example.com", upstream.url))
     assert remote.returncode != 0 and "auth.tokenExchange.endpoint" in remote.stderr and "loopback" in remote.stderr
-    both = apply(home, exchange_project(issuer.issuer, upstream.url, "  headers: { Authorization: Bearer x }\n"))
+    both = apply_spec(home, exchange_project(issuer.issuer, upstream.url, "  headers: { Authorization: Bearer x }\n"))
     assert both.returncode != 0 and "Authorization" in both.stderr
-    typo = apply(home, exchange_project(issuer.issuer, upstream.url).replace("clientId", "client_id"))
+    typo = apply_spec(home, exchange_project(issuer.issuer, upstream.url).replace("clientId", "client_id"))
     assert typo.returncode != 0 and "client_id" in typo.stderr
 
 
@@ -376,7 +337,7 @@ async def test_without_a_verified_caller_token_there_is_nothing_to_exchange(
     issuer.add_client("mcp-proxy", EXCHANGE_SECRET)
     monkeypatch.setenv("OAUTH_FLOW_EXCHANGE_SECRET", EXCHANGE_SECRET)
     home = tmp_path / "home"
-    done = apply(home, exchange_project(issuer.issuer, upstream.url))
+    done = apply_spec(home, exchange_project(issuer.issuer, upstream.url))
     assert done.returncode == 0, done.stderr
     params = StdioServerParameters(command=HTTP_PROXY or "", args=["proxy", "secured"],
                                    env={**os.environ, "MCPCTL_HOME": str(home)})

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -30,7 +29,7 @@ if not STDIO and not HTTP:
     pytest.skip("neither MCP_PROXY nor MCP_HTTP_PROXY is set: this module runs mcpctl projects", allow_module_level=True)
 
 import mcp_types as types  # noqa: E402
-from conftest import EVENT_TIMEOUT, READ_TIMEOUT, text_of  # noqa: E402
+from conftest import READ_TIMEOUT, ServedProcess, text_of  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
@@ -83,43 +82,10 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
-class Served:
+def served(home: Path, project: str) -> ServedProcess:
     """`mcpctl serve PROJECT --listen 127.0.0.1:0` as a child process, and its URL."""
-
-    def __init__(self, home: Path, project: str) -> None:
-        self.proc = subprocess.Popen(
-            [HTTP or "", "serve", project, "--listen", "127.0.0.1:0"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env={**os.environ, "MCPCTL_HOME": str(home)},
-            text=True,
-        )
-        url: list[str] = []
-        found = threading.Event()
-
-        def pump() -> None:
-            assert self.proc.stderr is not None
-            for line in self.proc.stderr:
-                if not url and line.startswith("listening on "):
-                    url.append(line.removeprefix("listening on ").strip())
-                    found.set()
-            found.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not found.wait(EVENT_TIMEOUT) or not url:
-            self.stop()
-            pytest.fail(f"mcpctl serve did not start (status {self.proc.poll()})")
-        self.url = url[0]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+    return ServedProcess([HTTP or "", "serve", project, "--listen", "127.0.0.1:0"],
+                         {**os.environ, "MCPCTL_HOME": str(home)}, failure="mcpctl serve did not start")
 
 
 @asynccontextmanager
@@ -133,18 +99,16 @@ async def connect(home: Path, transport: str, mode: str, project: str = "paged")
         ) as client:
             yield client
         return
-    served = Served(home, project)
-    try:
+    with served(home, project) as serving:
+        assert serving.url is not None
         async with Client(
-            streamable_http_client(served.url),
+            streamable_http_client(serving.url),
             mode=mode,
             read_timeout_seconds=READ_TIMEOUT,
             client_info=info,
             cache=None,
         ) as client:
             yield client
-    finally:
-        served.stop()
 
 
 def expected() -> list[str]:

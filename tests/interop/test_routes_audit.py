@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -26,7 +25,7 @@ if not PROXY:
     pytest.skip("neither MCP_PROXY nor MCP_HTTP_PROXY is set: this module runs mcpctl projects", allow_module_level=True)
 
 import mcp_types as types  # noqa: E402
-from conftest import BASE_TOOLS, EVENT_TIMEOUT, READ_TIMEOUT, SERVER_JS, text_of  # noqa: E402
+from conftest import BASE_TOOLS, READ_TIMEOUT, SERVER_JS, ServedProcess, text_of  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
@@ -76,28 +75,10 @@ async def project_client(env: dict[str, str], mode: str) -> AsyncIterator[Client
         transport = stdio_client(params)
         serving = None
     else:
-        serving = subprocess.Popen(
-            [PROXY, "serve", "audited", "--listen", "127.0.0.1:0"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=env,
-            text=True,
-        )
-        url: list[str] = []
-        found = threading.Event()
-
-        def pump() -> None:
-            assert serving.stderr is not None
-            for line in serving.stderr:
-                if not url and line.startswith("listening on "):
-                    url.append(line.removeprefix("listening on ").strip())
-                    found.set()
-            found.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        assert found.wait(EVENT_TIMEOUT) and url, f"mcpctl serve did not start (status {serving.poll()})"
-        transport = streamable_http_client(url[0])
+        serving = ServedProcess([PROXY, "serve", "audited", "--listen", "127.0.0.1:0"], env,
+                                failure="mcpctl serve did not start")
+        assert serving.url is not None
+        transport = streamable_http_client(serving.url)
     try:
         async with Client(
             transport,
@@ -109,8 +90,7 @@ async def project_client(env: dict[str, str], mode: str) -> AsyncIterator[Client
             yield client
     finally:
         if serving is not None:
-            serving.terminate()
-            serving.wait(20)
+            serving.stop()
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

@@ -32,7 +32,7 @@ if not PROXY:
     pytest.skip("neither MCP_PROXY nor MCP_HTTP_PROXY is set: this module runs mcpctl projects", allow_module_level=True)
 
 import httpx2 as httpx  # noqa: E402
-from conftest import EVENT_TIMEOUT, READ_TIMEOUT, SERVER_JS  # noqa: E402
+from conftest import EVENT_TIMEOUT, READ_TIMEOUT, SERVER_JS, ServedProcess  # noqa: E402
 
 KEY_VAR = "INTEROP_AUDIT_KEY"
 HIDDEN_DOC = "demo://resource/static/document/architecture.md"
@@ -240,28 +240,10 @@ class Http:
 
     def __init__(self, env: dict[str, str], project: str, stateless: bool) -> None:
         self.stateless = stateless
-        self.proc = subprocess.Popen(
-            [PROXY, "serve", project, "--listen", "127.0.0.1:0"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=env,
-            text=True,
-        )
-        url: list[str] = []
-        found = threading.Event()
-
-        def pump() -> None:
-            assert self.proc.stderr is not None
-            for err in self.proc.stderr:
-                if not url and err.startswith("listening on "):
-                    url.append(err.removeprefix("listening on ").strip())
-                    found.set()
-            found.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        assert found.wait(EVENT_TIMEOUT) and url, f"mcpctl serve did not start (status {self.proc.poll()})"
-        self.url = url[0]
+        self.served = ServedProcess([PROXY, "serve", project, "--listen", "127.0.0.1:0"], env,
+                                    failure="mcpctl serve did not start")
+        assert self.served.url is not None
+        self.url = self.served.url
         self.http = httpx.Client(timeout=READ_TIMEOUT)
         self.session: str | None = None
 
@@ -298,12 +280,7 @@ class Http:
 
     def close(self) -> None:
         self.http.close()
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(20)
+        self.served.stop()
 
 
 def mirrored_name(method: str, params: str | None) -> str | None:

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,7 +28,7 @@ import httpx2 as httpx  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
-from conftest import EVENT_TIMEOUT, READ_TIMEOUT, SERVER_JS  # noqa: E402
+from conftest import READ_TIMEOUT, SERVER_JS, ServedProcess, free_port  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
@@ -39,46 +37,10 @@ ALICE = "token-of-alice-0123456789"
 BOB = "token-of-bob-0123456789"
 
 
-class Served:
+def served(project: str, tokens: Path, env: dict[str, str], errlog: Any) -> ServedProcess:
     """`mcpctl serve PROJECT --tokens FILE` as a child process: its URL; stderr to `errlog`."""
-
-    def __init__(self, project: str, tokens: Path, env: dict[str, str], errlog: Any) -> None:
-        self.proc = subprocess.Popen(
-            [PROXY or "", "serve", project, "--listen", "127.0.0.1:0", "--tokens", str(tokens)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=env,
-            text=True,
-        )
-        self.url: str | None = None
-        found = threading.Event()
-
-        def pump() -> None:
-            assert self.proc.stderr is not None
-            for line in self.proc.stderr:
-                if self.url is None and line.startswith("listening on "):
-                    self.url = line.removeprefix("listening on ").strip()
-                    found.set()
-                errlog.write(line)
-                errlog.flush()
-            found.set()
-
-        self._pump = threading.Thread(target=pump, daemon=True)
-        self._pump.start()
-        if not found.wait(EVENT_TIMEOUT) or self.url is None:
-            self.stop()
-            pytest.fail(f"mcpctl serve did not print `listening on URL` (exit status {self.proc.poll()})")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._pump.join(5)
+    return ServedProcess([PROXY or "", "serve", project, "--listen", "127.0.0.1:0", "--tokens", str(tokens)], env,
+                         errlog, failure="mcpctl serve did not print `listening on URL`")
 
 
 async def test_two_callers_at_once_see_and_reach_what_they_may(tmp_path: Path) -> None:
@@ -105,32 +67,29 @@ spec:
         principals: ["token:alice"]
 """
     subprocess.run([PROXY or "", "apply", "-f", "-"], input=spec, text=True, env=env, check=True)
-    with open(tmp_path / "serve.err", "w", encoding="utf-8") as errlog:
-        served = Served("restricted", tokens, env, errlog)
-        try:
-            assert served.url is not None
+    errfile = tmp_path / "serve.err"
+    with open(errfile, "w", encoding="utf-8") as errlog, served("restricted", tokens, env, errlog) as serving:
+        assert serving.url is not None
 
-            def client(token: str) -> Client:
-                http = httpx.AsyncClient(headers={"authorization": f"Bearer {token}"})
-                transport = streamable_http_client(served.url or "", http_client=http)
-                return Client(transport, mode="legacy", read_timeout_seconds=READ_TIMEOUT, cache=None)
+        def client(token: str) -> Client:
+            http = httpx.AsyncClient(headers={"authorization": f"Bearer {token}"})
+            transport = streamable_http_client(serving.url or "", http_client=http)
+            return Client(transport, mode="legacy", read_timeout_seconds=READ_TIMEOUT, cache=None)
 
-            async with client(ALICE) as alice, client(BOB) as bob:
-                alice_tools = [t.name for t in (await alice.list_tools()).tools]
-                bob_tools = [t.name for t in (await bob.list_tools()).tools]
-                assert "get-env" in alice_tools
-                assert "get-env" not in bob_tools and "echo" in bob_tools
-                assert set(alice_tools) - set(bob_tools) == {"get-env"}
-                done = await alice.call_tool("get-env", {})
-                assert not done.is_error
-                for name in ("get-env", "GET-ENV", " get-env\n"):
-                    with pytest.raises(Exception) as refused:
-                        await bob.call_tool(name, {})
-                    assert "hidden by this proxy's routes" in str(refused.value), refused.value
-                echoed = await bob.call_tool("echo", {"message": "hi"})
-                assert not echoed.is_error
-        finally:
-            served.stop()
+        async with client(ALICE) as alice, client(BOB) as bob:
+            alice_tools = [t.name for t in (await alice.list_tools()).tools]
+            bob_tools = [t.name for t in (await bob.list_tools()).tools]
+            assert "get-env" in alice_tools
+            assert "get-env" not in bob_tools and "echo" in bob_tools
+            assert set(alice_tools) - set(bob_tools) == {"get-env"}
+            done = await alice.call_tool("get-env", {})
+            assert not done.is_error
+            for name in ("get-env", "GET-ENV", " get-env\n"):
+                with pytest.raises(Exception) as refused:
+                    await bob.call_tool(name, {})
+                assert "hidden by this proxy's routes" in str(refused.value), refused.value
+            echoed = await bob.call_tool("echo", {"message": "hi"})
+            assert not echoed.is_error
     records = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
     calls = [(r["principal"], r["target"], r["outcome"]) for r in records if r["method"] == "tools/call"]
     assert ("token:alice", "get-env", "ok") in calls, calls
@@ -148,41 +107,13 @@ from recording_upstream import RecordingUpstream  # noqa: E402
 DOC = "demo://resource/static/document/features.md"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def everything_over_http() -> Iterator[str]:
     """server-everything in streamableHttp mode: its MCP URL. Stopped however the test ends."""
     port = free_port()
-    proc = subprocess.Popen(["node", str(SERVER_JS), "streamableHttp"], env={**os.environ, "PORT": str(port)},
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    ready = threading.Event()
-
-    def pump() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if "listening on port" in line:
-                ready.set()
-        ready.set()
-
-    thread = threading.Thread(target=pump, daemon=True)
-    thread.start()
-    try:
-        if not ready.wait(EVENT_TIMEOUT) or proc.poll() is not None:
-            pytest.fail("server-everything (streamableHttp) did not start")
+    with ServedProcess(["node", str(SERVER_JS), "streamableHttp"], {**os.environ, "PORT": str(port)},
+                       ready="listening on port", failure="server-everything (streamableHttp) did not start"):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        thread.join(5)
 
 
 @contextmanager
@@ -190,47 +121,12 @@ def serving(tmp_path: Path, spec: str) -> Iterator[str]:
     """`apply` the project `restricted` in `spec`, then `mcpctl serve` it: its URL."""
     env = {**os.environ, "MCPCTL_HOME": str(tmp_path / "home")}
     subprocess.run([PROXY or "", "apply", "-f", "-"], input=spec, text=True, env=env, check=True)
-    errlog = open(tmp_path / "serve.err", "a", encoding="utf-8")  # noqa: SIM115
-    proc = subprocess.Popen([PROXY or "", "serve", "restricted", "--listen", "127.0.0.1:0"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=env, text=True)
-    url: list[str] = []
-    found = threading.Event()
-
-    def pump() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if not url and line.startswith("listening on "):
-                url.append(line.removeprefix("listening on ").strip())
-                found.set()
-            errlog.write(line)
-            errlog.flush()
-        found.set()
-
-    thread = threading.Thread(target=pump, daemon=True)
-    thread.start()
-    try:
-        if not found.wait(EVENT_TIMEOUT) or not url:
-            pytest.fail(f"mcpctl serve did not print `listening on URL` (exit status {proc.poll()})")
-        yield url[0]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        thread.join(5)
-        errlog.close()
-
-
-@pytest.fixture
-def issuer() -> Iterator[AuthorizationServer]:
-    server = AuthorizationServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    with open(tmp_path / "serve.err", "a", encoding="utf-8") as errlog, ServedProcess(
+        [PROXY or "", "serve", "restricted", "--listen", "127.0.0.1:0"], env, errlog,
+        failure="mcpctl serve did not print `listening on URL`",
+    ) as served:
+        assert served.url is not None
+        yield served.url
 
 
 def jwt_client(url: str, token: str, mode: str = "legacy") -> Client:

@@ -25,8 +25,8 @@ import re
 import subprocess
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ if not PROXY:
     pytest.skip("MCP_PROXY is not set: this module runs the proxy's summarize model", allow_module_level=True)
 
 import mcp_types as types  # noqa: E402
-from conftest import EVENT_TIMEOUT, READ_TIMEOUT, SERVER_JS, text_of  # noqa: E402
+from conftest import EVENT_TIMEOUT, READ_TIMEOUT, SERVER_JS, ServedProcess, text_of  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.session import ClientRequestContext  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
@@ -150,59 +150,15 @@ async def test_a_sampling_client_gets_the_callbacks_summary_and_can_read_the_ori
             assert await read_original(client, again) == ECHOED
 
 
-class HttpProxy:
+def served(args: list[str]) -> ServedProcess:
     """`mcpctl serve ARGS` as a child process: its URL and what it wrote on stderr."""
-
-    def __init__(self, args: list[str]) -> None:
-        self.proc = subprocess.Popen(
-            [PROXY or "", "serve", "--listen", "127.0.0.1:0", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.url: str | None = None
-        self.stderr: list[str] = []
-        found = threading.Event()
-
-        def pump() -> None:
-            assert self.proc.stderr is not None
-            for line in self.proc.stderr:
-                if self.url is None and line.startswith("listening on "):
-                    self.url = line.removeprefix("listening on ").strip()
-                    found.set()
-                self.stderr.append(line)
-            found.set()
-
-        self._pump = threading.Thread(target=pump, daemon=True)
-        self._pump.start()
-        if not found.wait(EVENT_TIMEOUT) or self.url is None:
-            self.stop()
-            pytest.fail(f"mcpctl serve did not print `listening on URL`: {''.join(self.stderr)}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._pump.join(5)
-
-
-@asynccontextmanager
-async def served(args: list[str]) -> AsyncIterator[HttpProxy]:
-    running = HttpProxy(args)
-    try:
-        yield running
-    finally:
-        running.stop()
+    return ServedProcess([PROXY or "", "serve", "--listen", "127.0.0.1:0", *args],
+                         failure="mcpctl serve did not print `listening on URL`")
 
 
 async def test_over_http_the_summary_comes_from_the_clients_sampling() -> None:
     sampler = Sampler()
-    async with served(["--model", "summarize", "--", *SERVER]) as running:
+    with served(["--model", "summarize", "--", *SERVER]) as running:
         assert running.url is not None
         async with client_of(streamable_http_client(running.url), sampler) as client:
             summary = only_text(await client.call_tool("echo", {"message": LONG}))
