@@ -220,6 +220,7 @@ impl fmt::Display for StdioServer {
 
 /// What an upstream connection reports to its session.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum UpstreamEvent {
     /// One line the server wrote.
     Line {
