@@ -12,7 +12,7 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use wait_timeout::ChildExt;
 
 use serde_json::{Value, json};
 
@@ -104,12 +104,8 @@ impl Drop for Served {
         let _ = Command::new("kill")
             .arg(self.child.id().to_string())
             .status();
-        let deadline = Instant::now() + WAIT;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if let Ok(Some(_)) = self.child.wait_timeout(WAIT) {
+            return;
         }
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -17,8 +17,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::channel;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+
+use std::sync::{Arc, Condvar, Mutex};
+use wait_timeout::ChildExt;
 
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::{Bytes, Incoming};
@@ -61,7 +62,8 @@ impl Got {
 /// An OTLP/HTTP receiver on a loopback port, stopped when dropped.
 struct Receiver {
     addr: SocketAddr,
-    spans: Arc<Mutex<Vec<Got>>>,
+    /// What arrived, and a signal each time more does.
+    spans: Arc<(Mutex<Vec<Got>>, Condvar)>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -71,7 +73,7 @@ impl Receiver {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the receiver");
         listener.set_nonblocking(true).expect("non-blocking");
         let addr = listener.local_addr().expect("its address");
-        let spans = Arc::new(Mutex::new(Vec::new()));
+        let spans = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let store = spans.clone();
         let thread = std::thread::spawn(move || {
@@ -117,18 +119,17 @@ impl Receiver {
 
     /// Waits until the spans received satisfy `done`, and returns them.
     fn wait_for(&self, what: &str, done: impl Fn(&[Got]) -> bool) -> Vec<Got> {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let spans = self.spans.lock().expect("spans").clone();
-            if done(&spans) {
-                return spans;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no {what} within {WAIT:?}; received: {spans:#?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let (spans, arrived) = &*self.spans;
+        let spans = spans.lock().expect("spans");
+        let (spans, waited) = arrived
+            .wait_timeout_while(spans, WAIT, |spans| !done(spans))
+            .expect("spans");
+        assert!(
+            !waited.timed_out(),
+            "no {what} within {WAIT:?}; received: {:#?}",
+            *spans
+        );
+        spans.clone()
     }
 }
 
@@ -144,7 +145,10 @@ impl Drop for Receiver {
 }
 
 /// Decodes one export (only OTLP/HTTP protobuf on `/v1/traces` is accepted).
-async fn receive(request: Request<Incoming>, store: &Mutex<Vec<Got>>) -> Response<Full<Bytes>> {
+async fn receive(
+    request: Request<Incoming>,
+    store: &(Mutex<Vec<Got>>, Condvar),
+) -> Response<Full<Bytes>> {
     let answer = |status: u16| {
         Response::builder()
             .status(status)
@@ -165,7 +169,8 @@ async fn receive(request: Request<Incoming>, store: &Mutex<Vec<Got>>) -> Respons
     let Ok(export) = ExportTraceServiceRequest::decode(body.to_bytes()) else {
         return answer(400);
     };
-    let mut spans = store.lock().expect("spans");
+    let (spans, arrived) = store;
+    let mut spans = spans.lock().expect("spans");
     for resource in export.resource_spans {
         let service = resource
             .resource
@@ -195,6 +200,7 @@ async fn receive(request: Request<Incoming>, store: &Mutex<Vec<Got>>) -> Respons
             }
         }
     }
+    arrived.notify_all();
     answer(200)
 }
 
@@ -493,13 +499,9 @@ impl Served {
             .status()
             .expect("kill runs");
         assert!(sent.success());
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "mcpctl serve did not stop");
-            std::thread::sleep(Duration::from_millis(20));
+        match self.child.wait_timeout(WAIT).expect("wait") {
+            Some(status) => status,
+            None => panic!("mcpctl serve did not stop within {WAIT:?}"),
         }
     }
 }
@@ -617,20 +619,11 @@ fn the_official_python_client_over_stdio_gets_its_trace_continued() {
     };
     let stdout = read_all(Box::new(child.stdout.take().expect("stdout is piped")));
     let stderr = read_all(Box::new(child.stderr.take().expect("stderr is piped")));
-    let exited = {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(status) = child.try_wait().expect("wait") {
-                break Some(status);
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
+    let exited = child.wait_timeout(WAIT).expect("wait");
+    if exited.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
     let stderr = stderr.recv_timeout(WAIT).unwrap_or_default();
     let status = exited.unwrap_or_else(|| panic!("the Python client did not finish: {stderr}"));
     assert!(status.success(), "the Python client failed: {stderr}");
