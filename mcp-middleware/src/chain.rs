@@ -43,7 +43,10 @@ pub struct Chain {
     states: Vec<StateDescriptor>,
     observed: bool,
     /// The routing paths (SPEC P7); `None` when none are configured.
-    router: Option<Router>,
+    router: Option<Arc<Router>>,
+    /// Set when the proxy follows a [`Live`](crate::live::Live) handle: the routes are read
+    /// from this slot, shared by every session, instead of `router`.
+    live_router: Option<crate::live::RouterSlot>,
 }
 
 impl std::fmt::Debug for Chain {
@@ -66,6 +69,7 @@ impl Chain {
             states: Vec::new(),
             observed: false,
             router: None,
+            live_router: None,
         }
     }
 
@@ -125,6 +129,7 @@ impl Chain {
             configs: configs_by_type,
             states,
             router: None,
+            live_router: None,
         })
     }
 
@@ -161,13 +166,25 @@ impl Chain {
     /// Applies routing paths (hidden, pass-through) in front of the chain; `upstream` tells
     /// how names are namespaced.
     pub(crate) fn with_routes(mut self, routes: &Routes, upstream: &Upstream) -> Self {
-        self.router = Router::new(routes, upstream);
+        self.router = Router::new(routes, upstream).map(Arc::new);
+        self
+    }
+
+    /// Reads the routes from `slot` from now on (live changes, `crate::live`).
+    pub(crate) fn follow_routes(mut self, slot: crate::live::RouterSlot) -> Self {
+        self.live_router = Some(slot);
         self
     }
 
     /// The routing paths, when any are configured.
-    pub(crate) fn router(&self) -> Option<&Router> {
-        self.router.as_ref()
+    pub(crate) fn router(&self) -> Option<Arc<Router>> {
+        match &self.live_router {
+            Some(slot) => match slot.read() {
+                Ok(router) => router.clone(),
+                Err(poisoned) => poisoned.into_inner().clone(),
+            },
+            None => self.router.clone(),
+        }
     }
 
     pub(crate) fn layers(&self) -> &[&'static ModelDescriptor] {

@@ -34,6 +34,7 @@
 //! - [`upstream`]: the servers behind the proxy.
 //! - [`registry`]: the proxy models linked into a binary.
 //! - [`routing`]: hidden and pass-through routes (SPEC P7).
+//! - [`live`]: a running proxy takes new servers, routes and models without a restart.
 //! - [`request_tap`]: every client request's start and end, for traces and metrics;
 //!   [`trace_context`] carries trace context in `params._meta`.
 // `deny`, not `forbid`: `upstream::parent_death` allows it for its one `pre_exec`.
@@ -50,6 +51,7 @@ pub mod era;
 pub mod error;
 pub mod http;
 pub mod jsonrpc;
+pub mod live;
 pub mod llm;
 pub mod model;
 pub mod pattern;

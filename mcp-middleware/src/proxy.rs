@@ -129,7 +129,23 @@ impl Proxy {
                 });
             }
         };
-        Ok(chain.with_routes(&self.routes, &self.server))
+        let chain = chain.with_routes(&self.routes, &self.server);
+        // Live changes: the routes every session reads are the handle's (`crate::live`).
+        Ok(match &self.options.live {
+            Some(live) => chain.follow_routes(live.router_slot()),
+            None => chain,
+        })
+    }
+
+    /// What a live reload compares and installs (`crate::live`).
+    pub(crate) fn live_parts(&self) -> crate::live::Parts<'_> {
+        crate::live::Parts {
+            server: &self.server,
+            routes: &self.routes,
+            model: self.model,
+            configs: &self.configs,
+            project: self.project.as_ref(),
+        }
     }
 
     /// Replaces the session settings.

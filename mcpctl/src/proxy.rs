@@ -14,10 +14,12 @@
 //! the proxy's entry). Either way [`Secrets`] are denied to every child.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::ArgGroup;
+use mcp_middleware::live::Live;
 use mcp_middleware::pattern::Pattern;
 use mcp_middleware::registry::{self, ModelDescriptor};
 use mcp_middleware::routing::Routes;
@@ -87,11 +89,14 @@ pub(crate) struct ProxyArgs {
     pub(crate) command: Vec<String>,
 }
 
-/// Runs the proxy until the client closes stdin or a stop signal arrives.
+/// Runs the proxy until the client closes stdin or a stop signal arrives. A project's proxy
+/// follows changes to the project and its servers in the store (`crate::live`).
 pub(crate) fn run(args: ProxyArgs) -> anyhow::Result<()> {
     // Dropped after the proxy returns: the last spans are flushed then.
     let traces = crate::otel::Traces::from_env(crate::otel::Downstream::Pipe)?;
-    Ok(build(&args, traces.tap())?.run_stdio()?)
+    let (proxy, reloader) = crate::live::Reloader::start(Arc::new(args), traces.tap())?;
+    let _watch = reloader.map(crate::live::watch::start).transpose()?;
+    Ok(proxy.run_stdio()?)
 }
 
 /// The proxy `args` describe (a project, or a model in front of one command), with its session
@@ -99,7 +104,16 @@ pub(crate) fn run(args: ProxyArgs) -> anyhow::Result<()> {
 /// (traces).
 pub(crate) fn build(
     args: &ProxyArgs,
-    tap: Option<std::sync::Arc<dyn mcp_middleware::request_tap::RequestTap>>,
+    tap: Option<Arc<dyn mcp_middleware::request_tap::RequestTap>>,
+) -> anyhow::Result<Proxy> {
+    build_following(args, tap, None)
+}
+
+/// [`build`], for a proxy whose sessions follow `live` (`crate::live`).
+pub(crate) fn build_following(
+    args: &ProxyArgs,
+    tap: Option<Arc<dyn mcp_middleware::request_tap::RequestTap>>,
+    live: Option<Live>,
 ) -> anyhow::Result<Proxy> {
     let overrides = model_config::load(args.config.as_deref(), &args.sets)?;
     let mut options = SessionOptions::default();
@@ -109,6 +123,7 @@ pub(crate) fn build(
     options.client_queue_bytes = args.client_queue_bytes;
     options.upstream_queue_bytes = args.upstream_queue_bytes;
     options.request_tap = tap;
+    options.live = live;
     let proxy = match &args.project {
         Some(name) => for_project(
             &Store::from_env()?,

@@ -21,7 +21,7 @@ use mcp_middleware::proxy::stop_signal;
 use mcpctl::store::auth::ProjectAuth;
 use mcpctl::store::{ProjectSpec, Store};
 
-use crate::proxy::{ProxyArgs, build};
+use crate::proxy::ProxyArgs;
 
 /// `serve`'s arguments: those of `proxy`, and where and how to listen.
 #[derive(Debug, clap::Args)]
@@ -319,8 +319,14 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let traces = crate::otel::Traces::from_env(crate::otel::Downstream::Http)?;
     let taps = [traces.tap(), admin.as_ref().and_then(|admin| admin.tap())];
     let tap = mcp_middleware::request_tap::fan_out(taps.into_iter().flatten().collect());
-    let proxy = build(&args.proxy, tap)?;
-    let admin = admin.map(|admin| admin.with_factory(args.proxy));
+    // A project's proxy follows changes to the store (`crate::live`).
+    let proxy_args = std::sync::Arc::new(args.proxy);
+    let (proxy, reloader) = crate::live::Reloader::start(proxy_args.clone(), tap)?;
+    let _watch = reloader
+        .clone()
+        .map(crate::live::watch::start)
+        .transpose()?;
+    let admin = admin.map(|admin| admin.with_factory(proxy_args, reloader));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

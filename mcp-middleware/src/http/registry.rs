@@ -262,12 +262,14 @@ impl Registry {
         let (to_client, mut lines) = LineQueue::new(factory.options.client_queue_bytes);
         let backlog = to_client.gauge().clone();
         let caller = Caller::new(identity.principal());
+        // The running configuration (a live reload may have replaced the proxy's own).
+        let current = factory.current(&caller);
         let session = Session::start(
-            factory.server.for_caller(&caller),
-            factory.options.clone(),
+            current.server,
+            factory.options_for(&caller),
             to_client,
-            factory.chain.clone(),
-            factory.project.clone(),
+            current.chain,
+            current.project,
             identity.clone(),
         )
         .map_err(|err| {

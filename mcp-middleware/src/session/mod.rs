@@ -30,6 +30,7 @@
 mod bridge;
 mod hooked;
 mod lifecycle;
+mod reload;
 mod upstream_end;
 
 pub(crate) use upstream_end::UpstreamEnd;
@@ -89,6 +90,10 @@ pub struct SessionOptions {
     /// forwarded for it (trace context): [`RequestTap`](crate::request_tap::RequestTap).
     /// `None` (the default): nothing is tapped and nothing changes.
     pub request_tap: Option<Arc<dyn crate::request_tap::RequestTap>>,
+    /// Follow live changes of the proxy's configuration ([`Live`](crate::live::Live)): new
+    /// servers, routes and models without a restart. `None` (the default): the configuration
+    /// is fixed.
+    pub live: Option<crate::live::Live>,
 }
 
 impl Default for SessionOptions {
@@ -101,6 +106,7 @@ impl Default for SessionOptions {
             client_queue_bytes: 16 * 1024 * 1024,
             upstream_queue_bytes: 16 * 1024 * 1024,
             request_tap: None,
+            live: None,
         }
     }
 }
@@ -241,6 +247,8 @@ pub(crate) struct Session {
     dropped_for_backlog: u64,
     /// The client's requests in flight that the request tap follows.
     taps: crate::request_tap::Taps,
+    /// Live changes of the configuration, when the proxy follows them (`session/reload.rs`).
+    live: Option<crate::live::Follower>,
 }
 
 impl Session {
@@ -269,7 +277,9 @@ impl Session {
             },
             project,
         ));
+        let live = options.live.as_ref().map(|live| live.follow(&server));
         Ok(Self {
+            live,
             taps: crate::request_tap::Taps::new(options.request_tap.clone()),
             server,
             options,
@@ -304,6 +314,7 @@ impl Session {
         else {
             return Ended::ClientClosed;
         };
+        let mut live = self.live.take();
         let backlog = self.to_client.gauge().clone();
         // Past this the client is not just slow: the session cannot hold more for it.
         let most = backlog
@@ -366,6 +377,7 @@ impl Session {
                     }
                 },
                 _ = backlog.drained(), if behind => {}
+                reload = crate::live::next(&mut live) => self.on_reload(reload),
                 _ = tick.tick(), if self.options.request_timeout.is_some() => self.expire(Instant::now()),
             }
         };

@@ -65,23 +65,23 @@ pub(crate) async fn servers(state: &AdminState) -> Response<Body> {
     // The servers' tools come from the admin session: starting it also brings the status
     // file up to date.
     let tools = state.view.tools().await;
-    let states = status_file(state);
+    let names = server_names(state);
+    let states = status_file(state, &names);
     let restarts = super::logs::buffer().upstream_restarts();
     let view_error = tools.as_ref().err().map(ToString::to_string);
-    let servers: Vec<Value> = state
-        .servers
+    let lifecycle = state
+        .reloader
+        .as_ref()
+        .map(|r| r.lifecycle())
+        .unwrap_or_default();
+    let mut servers: Vec<Value> = names
         .names
         .iter()
         .map(|name| {
             let tool_count = tools.as_ref().map_or(0, |tools| {
                 tools
                     .iter()
-                    .filter(|t| {
-                        state
-                            .servers
-                            .server_of(t.get("name").and_then(Value::as_str))
-                            == *name
-                    })
+                    .filter(|t| names.server_of(t.get("name").and_then(Value::as_str)) == *name)
                     .count()
             });
             let recorded = states
@@ -96,6 +96,17 @@ pub(crate) async fn servers(state: &AdminState) -> Response<Body> {
                 (None, Some(err)) => ("failed", Some(err.clone())),
                 (None, None) => ("running", None),
             };
+            // A server a reload changed is `restarting` until the admin session has seen it
+            // run again (its tools listed, its state recorded as running).
+            let restarting = lifecycle.get(name) == Some(&crate::live::Lifecycle::Restarting);
+            let status = match (status, restarting, &state.reloader) {
+                ("running", true, Some(reloader)) if tools.is_ok() => {
+                    reloader.seen_running(name);
+                    status
+                }
+                (_, true, _) => "restarting",
+                _ => status,
+            };
             json!({
                 "name": name,
                 "status": status,
@@ -105,15 +116,40 @@ pub(crate) async fn servers(state: &AdminState) -> Response<Body> {
             })
         })
         .collect();
+    // Servers a reload removed from the project: stopped.
+    for (name, _) in lifecycle
+        .iter()
+        .filter(|(name, l)| **l == crate::live::Lifecycle::Stopped && !names.names.contains(name))
+    {
+        servers.push(json!({
+            "name": name,
+            "status": "stopped",
+            "toolCount": 0,
+            "lastError": null,
+            "restarts": restarts,
+        }));
+    }
     ok(json!({ "servers": servers }))
 }
 
+/// The servers the proxy runs now: the project's after its last reload, else those it started
+/// with.
+fn server_names(state: &AdminState) -> super::ServerNames {
+    match &state.reloader {
+        Some(reloader) => {
+            let (names, separator) = reloader.server_names();
+            super::ServerNames { names, separator }
+        }
+        None => state.servers.clone(),
+    }
+}
+
 /// The states the project's server set last wrote (several servers only).
-fn status_file(state: &AdminState) -> Vec<Value> {
+fn status_file(state: &AdminState, names: &super::ServerNames) -> Vec<Value> {
     let Some((store, project)) = &state.project else {
         return Vec::new();
     };
-    if state.servers.names.len() < 2 {
+    if names.names.len() < 2 {
         return Vec::new();
     }
     let path = crate::proxy::status_file(store, project);
@@ -125,6 +161,7 @@ fn status_file(state: &AdminState) -> Vec<Value> {
 
 /// `GET /api/tools`.
 pub(crate) async fn tools(state: &AdminState) -> Response<Body> {
+    let names = server_names(state);
     match state.view.tools().await {
         Ok(tools) => {
             let tools: Vec<Value> = tools
@@ -132,10 +169,7 @@ pub(crate) async fn tools(state: &AdminState) -> Response<Body> {
                 .map(|mut tool| {
                     let name = tool.get("name").and_then(Value::as_str).map(str::to_owned);
                     if let Some(object) = tool.as_object_mut() {
-                        object.insert(
-                            "server".into(),
-                            json!(state.servers.server_of(name.as_deref())),
-                        );
+                        object.insert("server".into(), json!(names.server_of(name.as_deref())));
                         let restricted = name.as_deref().is_some_and(|n| {
                             mcp_middleware::pattern::any_matches(&state.restricted, n)
                         });
@@ -290,7 +324,7 @@ pub(crate) fn project(state: &AdminState) -> Response<Body> {
         return ok(json!({
             "project": null,
             "model": state.model,
-            "servers": state.servers.names,
+            "servers": server_names(state).names,
         }));
     };
     let documents = || -> Result<Value, mcpctl::store::StoreError> {
@@ -485,21 +519,54 @@ pub(crate) fn apply(state: &AdminState, content_type: &str, body: &[u8]) -> Resp
         Some((store, _)) => Ok(store.clone()),
         None => Store::from_env(),
     };
-    let applied = store.and_then(|store| store.apply(resources));
+    // Written and reloaded together: the store watch's reload of this change comes after.
+    let applied = match &state.reloader {
+        Some(reloader) => store.and_then(|store| {
+            reloader.write_then_reload("POST /api/apply", || store.apply(resources))
+        }),
+        None => store
+            .and_then(|store| store.apply(resources))
+            .map(|applied| {
+                (
+                    applied,
+                    Err(anyhow::anyhow!("an ad-hoc proxy has no project to reload")),
+                )
+            }),
+    };
     match applied {
-        Ok(applied) => {
+        Ok((applied, reloaded)) => {
             let results: Vec<Value> = applied
                 .iter()
                 .map(|a| json!({"kind": a.kind.title(), "name": a.name, "action": a.action.as_str()}))
                 .collect();
             ok(json!({
                 "results": results,
-                "note": "written to the store; a running serve uses the new configuration once restarted",
+                "reload": reload_json(reloaded),
             }))
         }
         Err(err) => apply_errors(vec![
             json!({"document": null, "line": null, "field": null, "message": err.to_string()}),
         ]),
+    }
+}
+
+/// What the reload after an apply did, so the answer says what the running proxy now runs.
+/// Which documents were wrong is checked before anything is written (400); what can still be
+/// refused here is what only building the proxy finds (a server referring to a secret of the
+/// proxy's, say): the store keeps what was applied and the running configuration stays, as for
+/// an edit of the files.
+fn reload_json(reloaded: anyhow::Result<crate::live::Outcome>) -> Value {
+    match reloaded {
+        Ok(outcome) => json!({
+            "state": if outcome.reloaded.is_unchanged() { "unchanged" } else { "reloaded" },
+            "generation": outcome.reloaded.generation,
+            "serversAdded": outcome.added,
+            "serversRemoved": outcome.removed,
+            "serversChanged": outcome.changed,
+            "routesChanged": outcome.reloaded.routes_changed,
+            "modelChanged": outcome.reloaded.model_changed,
+        }),
+        Err(err) => json!({"state": "refused", "message": format!("{err:#}")}),
     }
 }
 

@@ -74,6 +74,9 @@ pub(crate) struct AdminState {
     pub(crate) audit: Option<AuditSource>,
     /// Whether the chain runs code mode (`/api/search`, `/api/inspect`, `/api/execute`).
     pub(crate) codemode: bool,
+    /// Reloads the served project after `POST /api/apply`, and knows its servers now
+    /// (`crate::live`); `None` for an ad-hoc proxy.
+    pub(crate) reloader: Option<std::sync::Arc<crate::live::Reloader>>,
     #[cfg(feature = "metrics")]
     pub(crate) metrics: std::sync::Arc<metrics::Metrics>,
 }

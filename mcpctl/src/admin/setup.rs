@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::http::AdminServer;
 use super::view::{ProxyFactory, View};
 use super::{AdminState, AuditSource, ServerNames, auth::AdminAuth};
-use crate::proxy::{ProxyArgs, build};
+use crate::proxy::{ProxyArgs, build, build_following};
 use crate::serve::AdminArgs;
 
 /// The admin listener, checked and bound, before the proxy starts.
@@ -38,6 +38,7 @@ pub(crate) struct Prepared {
 pub(crate) struct Ready {
     prepared: Prepared,
     factory: ProxyFactory,
+    reloader: Option<Arc<crate::live::Reloader>>,
 }
 
 /// The admin listener when `args` ask for one.
@@ -172,13 +173,21 @@ impl Prepared {
         None
     }
 
-    /// With the admin session built from `args` (again each time it restarts).
-    pub(crate) fn with_factory(self, args: ProxyArgs) -> Ready {
+    /// With the admin session built from `args` (again each time it restarts), following
+    /// the project's live changes through `reloader` (which `POST /api/apply` also triggers).
+    pub(crate) fn with_factory(
+        self,
+        args: Arc<ProxyArgs>,
+        reloader: Option<Arc<crate::live::Reloader>>,
+    ) -> Ready {
         let tap = self.tap();
-        let factory: ProxyFactory = Arc::new(move || build(&args, tap.clone()));
+        let live = reloader.as_ref().map(|r| r.live().clone());
+        let factory: ProxyFactory =
+            Arc::new(move || build_following(&args, tap.clone(), live.clone()));
         Ready {
             prepared: self,
             factory,
+            reloader,
         }
     }
 }
@@ -199,6 +208,7 @@ impl Ready {
             restricted: p.restricted,
             audit: p.audit,
             codemode: p.codemode,
+            reloader: self.reloader,
             #[cfg(feature = "metrics")]
             metrics: p.metrics,
         });

@@ -1,0 +1,101 @@
+//! Watching the store's files: any change to a server, prompt or project file (an editor,
+//! `mcpctl apply`, `mcpctl edit`, from any process) reloads the running proxy. Events are
+//! debounced (a burst of writes, such as one `apply` of several documents, is one reload), and
+//! only `*.yaml` files of `servers/`, `prompts/` and `projects/` count: the store's temporary
+//! files, its lock and the servers' status files do not.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use notify_debouncer_mini::notify::{RecommendedWatcher, RecursiveMode};
+use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
+
+use super::Reloader;
+
+/// How long the store must be quiet before a burst of changes is reloaded as one.
+const QUIET: Duration = Duration::from_millis(200);
+
+/// The store's directories that hold resources.
+const WATCHED: [&str; 3] = ["servers", "prompts", "projects"];
+
+/// A running watch; dropping it stops watching.
+pub(crate) struct Watch {
+    _debouncer: Debouncer<RecommendedWatcher>,
+}
+
+/// Watches `reloader`'s store and reloads on every change (see the module docs).
+pub(crate) fn start(reloader: Arc<Reloader>) -> anyhow::Result<Watch> {
+    let root = reloader.store().root().to_owned();
+    let on_change = {
+        let reloader = reloader.clone();
+        move |result: DebounceEventResult| match result {
+            Ok(events) => {
+                let mut files: Vec<PathBuf> = events
+                    .into_iter()
+                    .map(|event| event.path)
+                    .filter(|path| is_resource_file(path))
+                    .collect();
+                files.sort();
+                files.dedup();
+                if files.is_empty() {
+                    return;
+                }
+                let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+                let cause = format!("changed: {}", names.join(", "));
+                // The outcome is logged by `reload`, refusals included.
+                let _ = reloader.reload(&cause);
+            }
+            Err(err) => tracing::warn!(%err, "watching the store for changes failed"),
+        }
+    };
+    let mut debouncer =
+        new_debouncer(QUIET, on_change).context("cannot watch the store for changes")?;
+    for dir in WATCHED {
+        let path = root.join(dir);
+        // A directory that does not exist yet cannot be watched: made now (the store would
+        // make it on its first write anyway).
+        std::fs::create_dir_all(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        debouncer
+            .watcher()
+            .watch(&path, RecursiveMode::NonRecursive)
+            .with_context(|| format!("cannot watch {} for changes", path.display()))?;
+    }
+    tracing::info!(store = %root.display(), "watching the store for changes");
+    Ok(Watch {
+        _debouncer: debouncer,
+    })
+}
+
+/// Whether `path` is a resource file (not a temporary file of an atomic write, whose name
+/// starts with a dot).
+fn is_resource_file(path: &Path) -> bool {
+    let named = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|name| !name.starts_with('.'));
+    let yaml = path.extension().is_some_and(|e| e == "yaml");
+    let dir = path
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(|d| d.to_str())
+        .is_some_and(|d| WATCHED.contains(&d));
+    named && yaml && dir
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_resource_files_count() {
+        assert!(is_resource_file(Path::new("/h/servers/a.yaml")));
+        assert!(is_resource_file(Path::new("/h/projects/p.yaml")));
+        assert!(!is_resource_file(Path::new("/h/servers/.a.yaml.tmp-1-0")));
+        assert!(!is_resource_file(Path::new("/h/status/p.json")));
+        assert!(!is_resource_file(Path::new("/h/.lock")));
+        assert!(!is_resource_file(Path::new("/h/other/a.yaml")));
+    }
+}
