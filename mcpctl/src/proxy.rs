@@ -95,7 +95,7 @@ pub(crate) fn run(args: ProxyArgs) -> anyhow::Result<()> {
     // Dropped after the proxy returns: the last spans are flushed then.
     let traces = crate::otel::Traces::from_env(crate::otel::Downstream::Pipe)?;
     let (proxy, reloader) = crate::live::Reloader::start(Arc::new(args), traces.tap())?;
-    let _watch = reloader.map(crate::live::watch::start).transpose()?;
+    let _watch = reloader.and_then(crate::live::watch::start);
     Ok(proxy.run_stdio()?)
 }
 

@@ -322,10 +322,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     // A project's proxy follows changes to the store (`crate::live`).
     let proxy_args = std::sync::Arc::new(args.proxy);
     let (proxy, reloader) = crate::live::Reloader::start(proxy_args.clone(), tap)?;
-    let _watch = reloader
-        .clone()
-        .map(crate::live::watch::start)
-        .transpose()?;
+    let _watch = reloader.clone().and_then(crate::live::watch::start);
     let admin = admin.map(|admin| admin.with_factory(proxy_args, reloader));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -34,13 +34,13 @@ if not PROXY:
     pytest.skip("MCP_PROXY is not set: this module runs mcpctl projects", allow_module_level=True)
 
 import anyio  # noqa: E402
-import httpx  # noqa: E402
+import httpx2 as httpx  # noqa: E402
 import mcp_types as types  # noqa: E402
 from conftest import EVENT_TIMEOUT, READ_TIMEOUT, EventLog, ServedProcess, text_of  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-from mcp.shared.exceptions import McpError  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
@@ -195,7 +195,7 @@ async def test_serve_follows_api_and_cli_changes_in_an_open_session(tmp_path: Pa
             # before the client has even listed again.
             answer = await post_apply(project_doc(["alpha", "beta", "gamma"], hidden=["alpha__secret"]))
             assert answer.status_code == 200, answer.text
-            with pytest.raises(McpError, match="hidden"):
+            with pytest.raises(MCPError, match="hidden"):
                 await client.call_tool("alpha__secret", {})
             assert "alpha__secret" not in await tool_names(client)
 
@@ -206,8 +206,8 @@ async def test_serve_follows_api_and_cli_changes_in_an_open_session(tmp_path: Pa
             async def hang() -> None:
                 try:
                     outcome["result"] = await client.call_tool("beta__hang", {})
-                except McpError as err:
-                    outcome["error"] = str(err)
+                except MCPError as err:
+                    outcome["error"] = err.error.message
 
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(hang)
@@ -220,7 +220,7 @@ async def test_serve_follows_api_and_cli_changes_in_an_open_session(tmp_path: Pa
             await notes.wait_for(lambda m: m == "notifications/tools/list_changed", start=start,
                                  what="tools/list_changed after removing beta")
             assert await tool_names(client) == {"alpha__t", "gamma__t"}
-            with pytest.raises(McpError, match="unknown tool `beta__t`"):
+            with pytest.raises(MCPError, match="unknown tool `beta__t`"):
                 await client.call_tool("beta__t", {})
             servers = {s["name"]: s["status"] for s in (await api.get("/api/servers")).json()["servers"]}
             assert servers == {"alpha": "running", "gamma": "running", "beta": "stopped"}, servers

@@ -104,7 +104,7 @@ pub(crate) async fn servers(state: &AdminState) -> Response<Body> {
                     reloader.seen_running(name);
                     status
                 }
-                (_, true, _) => "restarting",
+                ("running", true, _) => "restarting",
                 _ => status,
             };
             json!({
@@ -522,16 +522,13 @@ pub(crate) fn apply(state: &AdminState, content_type: &str, body: &[u8]) -> Resp
     // Written and reloaded together: the store watch's reload of this change comes after.
     let applied = match &state.reloader {
         Some(reloader) => store.and_then(|store| {
-            reloader.write_then_reload("POST /api/apply", || store.apply(resources))
+            reloader
+                .write_then_reload("POST /api/apply", || store.apply(resources))
+                .map(|(applied, reloaded)| (applied, Some(reloaded)))
         }),
         None => store
             .and_then(|store| store.apply(resources))
-            .map(|applied| {
-                (
-                    applied,
-                    Err(anyhow::anyhow!("an ad-hoc proxy has no project to reload")),
-                )
-            }),
+            .map(|applied| (applied, None)),
     };
     match applied {
         Ok((applied, reloaded)) => {
@@ -555,7 +552,10 @@ pub(crate) fn apply(state: &AdminState, content_type: &str, body: &[u8]) -> Resp
 /// refused here is what only building the proxy finds (a server referring to a secret of the
 /// proxy's, say): the store keeps what was applied and the running configuration stays, as for
 /// an edit of the files.
-fn reload_json(reloaded: anyhow::Result<crate::live::Outcome>) -> Value {
+fn reload_json(reloaded: Option<anyhow::Result<crate::live::Outcome>>) -> Value {
+    let Some(reloaded) = reloaded else {
+        return json!({"state": "none", "message": "an ad-hoc proxy has no project to reload"});
+    };
     match reloaded {
         Ok(outcome) => json!({
             "state": if outcome.reloaded.is_unchanged() { "unchanged" } else { "reloaded" },

@@ -25,8 +25,22 @@ pub(crate) struct Watch {
     _debouncer: Debouncer<RecommendedWatcher>,
 }
 
-/// Watches `reloader`'s store and reloads on every change (see the module docs).
-pub(crate) fn start(reloader: Arc<Reloader>) -> anyhow::Result<Watch> {
+/// Watches `reloader`'s store and reloads on every change (see the module docs). When the
+/// store cannot be watched (no inotify watches left, say) the proxy runs on without it, with
+/// a warning: `POST /api/apply` still reloads.
+pub(crate) fn start(reloader: Arc<Reloader>) -> Option<Watch> {
+    match watch(reloader) {
+        Ok(watch) => Some(watch),
+        Err(err) => {
+            tracing::warn!(
+                "{err:#}: changes to the store's files are not picked up until a restart (POST /api/apply still reloads)"
+            );
+            None
+        }
+    }
+}
+
+fn watch(reloader: Arc<Reloader>) -> anyhow::Result<Watch> {
     let root = reloader.store().root().to_owned();
     let on_change = {
         let reloader = reloader.clone();
