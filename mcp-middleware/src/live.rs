@@ -421,9 +421,10 @@ mod tests {
     use crate::upstream::StdioServer;
 
     fn following(proxy: Proxy, live: &Live) -> Proxy {
-        let mut options = crate::SessionOptions::default();
-        options.live = Some(live.clone());
-        proxy.options(options)
+        proxy.options(crate::SessionOptions {
+            live: Some(live.clone()),
+            ..Default::default()
+        })
     }
 
     #[test]
