@@ -239,8 +239,16 @@ async def test_serve_follows_api_and_cli_changes_in_an_open_session(tmp_path: Pa
                                   start=logged, what="the reload of `mcpctl apply`")
             await notes.wait_for(lambda m: m == "notifications/tools/list_changed", start=start,
                                  what="tools/list_changed after mcpctl apply")
-            assert await tool_names(client) == {"alpha__t", "alpha__secret", "beta__t", "beta__hang", "gamma__t"}
+            everything = {"alpha__t", "alpha__secret", "beta__t", "beta__hang", "gamma__t"}
+            assert await tool_names(client) == everything
             assert await call_text(client, "beta__t") == "called t by beta"
+
+            # A session started now runs the new configuration from its first request.
+            fresh = Client(streamable_http_client(url), mode="legacy", read_timeout_seconds=READ_TIMEOUT,
+                           cache=None, client_info=types.Implementation(name="live-fresh", version="1.0.0"))
+            async with fresh:
+                assert await tool_names(fresh) == everything
+                assert await call_text(fresh, "gamma__t") == "called t by gamma"
 
 
 async def test_proxy_follows_edits_of_the_store_files(tmp_path: Path) -> None:
