@@ -25,7 +25,8 @@
 //!
 //! Beside this file: `lifecycle` starts a dead upstream again and replays the session to it;
 //! `bridge` translates when a 2026-07-28 client meets a handshake-only upstream. When both sides
-//! speak the same era nothing is translated.
+//! speak the same era nothing is translated. `reload` moves the session to a new configuration
+//! when the proxy follows live changes (`crate::live`).
 
 mod bridge;
 mod hooked;
