@@ -30,6 +30,7 @@
 mod bridge;
 mod hooked;
 mod lifecycle;
+mod rounds;
 mod upstream_end;
 
 pub(crate) use upstream_end::UpstreamEnd;
@@ -89,6 +90,15 @@ pub struct SessionOptions {
     /// forwarded for it (trace context): [`RequestTap`](crate::request_tap::RequestTap).
     /// `None` (the default): nothing is tapped and nothing changes.
     pub request_tap: Option<Arc<dyn crate::request_tap::RequestTap>>,
+    /// The key every `requestState` the proxy hands a client is sealed with
+    /// ([`crate::sealed_state`]). Replicas that serve the same clients share one
+    /// ([`StateKey::from_file`](crate::sealed_state::StateKey::from_file)); the default is
+    /// random per process.
+    pub state_key: crate::sealed_state::StateKey,
+    /// How long a `requestState` (an input round) stays valid: a client that does not retry
+    /// within it gets invalid params, and a hook waiting for its answer gets an error then.
+    /// Default 300 s.
+    pub request_state_ttl: Duration,
 }
 
 impl Default for SessionOptions {
@@ -101,6 +111,8 @@ impl Default for SessionOptions {
             client_queue_bytes: 16 * 1024 * 1024,
             upstream_queue_bytes: 16 * 1024 * 1024,
             request_tap: None,
+            state_key: crate::sealed_state::StateKey::process(),
+            request_state_ttl: Duration::from_secs(300),
         }
     }
 }
@@ -235,6 +247,8 @@ pub(crate) struct Session {
     upstream_requests: HashMap<u64, UpstreamRequest>,
     handshake: Handshake,
     era: ClientEra,
+    /// Input rounds of hooked calls and the questions hooks put to the client.
+    hook_rounds: rounds::HookRounds,
     /// Lines from the upstream that were not JSON-RPC, dropped (logged sparingly).
     malformed_from_upstream: u64,
     /// Client notifications dropped because the upstream was not reading.
@@ -290,6 +304,7 @@ impl Session {
             upstream_requests: HashMap::new(),
             handshake: Handshake::default(),
             era: ClientEra::Unknown,
+            hook_rounds: rounds::HookRounds::default(),
             malformed_from_upstream: 0,
             dropped_for_backlog: 0,
         })
@@ -652,6 +667,9 @@ impl Session {
             return;
         }
         if matches!(self.era, ClientEra::Unknown) && self.probe_era(line, method, params) {
+            return;
+        }
+        if self.resume_with_request_state(id, method, params) {
             return;
         }
         let bridged = matches!(self.era, ClientEra::Bridged(_));
@@ -1196,6 +1214,7 @@ impl Session {
     /// Answers every request whose deadline has passed with a timeout error, and cancels it
     /// upstream.
     fn expire(&mut self, now: Instant) {
+        self.expire_hook_rounds(now);
         self.expire_hooked(now);
         let expired: Vec<u64> = self
             .pending
