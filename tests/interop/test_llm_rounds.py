@@ -66,6 +66,7 @@ pytestmark = pytest.mark.anyio
 HERE = Path(__file__).resolve().parent
 EVERYTHING = ["node", str(SERVER_JS), "stdio"]
 DUAL = [sys.executable, str(HERE / "servers" / "dual_server.py")]
+SCRIPTED = [sys.executable, str(HERE.parent / "fixtures" / "scripted_upstream.py")]
 MODERN = "2026-07-28"
 #: Every test summarizes its own text: the project cache must not answer for another test.
 NO_CACHE = ["--set", "summarize.cacheSeconds=0"]
@@ -258,20 +259,21 @@ async def test_a_2026_client_answers_the_sampling_in_an_input_round(upstream: st
 
 
 async def test_several_completions_in_one_call_are_several_rounds() -> None:
-    """`get-resource-reference` has three text blocks; over a 30-byte threshold each is
+    """A result of three large text blocks (the scripted upstream's `texts` tool): each is
     summarized, one completion after the other: three rounds of one call."""
     sampler, wire = Sampler(), EventLog[WireMsg]("wire")
-    args = summarize("--set", "summarize.thresholdBytes=30", "--set", "paginate.pageBytes=100000")
+    args = summarize("--set", "paginate.pageBytes=100000", upstream=SCRIPTED)
     with tempfile.TemporaryFile("w+", encoding="utf-8") as errlog:
         async with stdio_client_of(args, MODERN, sampler, errlog, wire) as client:
             mark = wire.mark()
-            result = await client.call_tool("get-resource-reference", {"resourceType": "Text", "resourceId": 3})
+            blocks = [long_text(f"block-{n}") for n in range(3)]
+            result = await client.call_tool("texts", {"texts": blocks})
             assert not result.is_error, result
-            texts = [text_of(block) for block in result.content if block.type == "text"]
-            assert [t.split("\n", 1)[0] for t in texts] == ["SAMPLED SUMMARY #1", "SAMPLED SUMMARY #3"], texts
-            embedded = [b for b in result.content if b.type == "resource"]
-            assert embedded and embedded[0].resource.text.startswith("SAMPLED SUMMARY #2"), result.content
+            texts = [text_of(block) for block in result.content]
+            assert [t.split("\n", 1)[0] for t in texts] == [f"SAMPLED SUMMARY #{n}" for n in (1, 2, 3)], texts
             assert len(sampler.requests.items) == 3
+            for n, asked in enumerate(sampler.requests.items):
+                assert blocks[n] in text_of(asked.messages[0].content)
             rounds = input_rounds(wire, mark)
             assert len(rounds) == 3, rounds
             assert len({r["requestState"] for r in rounds}) == 3
@@ -294,7 +296,8 @@ async def test_over_http_a_2026_client_answers_the_round() -> None:
 
 
 async def first_round(client: Client, text: str) -> types.InputRequiredResult:
-    """The input round a summarized `echo` is answered with, the loop driven by hand."""
+    """The input round a summarized `echo` is answered with, the loop driven by hand (the client
+    declares sampling, but its callback is not used)."""
     result = await client.session.call_tool("echo", {"message": text}, allow_input_required=True)
     assert isinstance(result, types.InputRequiredResult), result
     assert result.input_requests and result.request_state
@@ -311,7 +314,7 @@ async def test_a_round_the_client_never_answers_expires() -> None:
     fails with a clear error (summarize logs it), and the state is refused afterwards."""
     with stderr_pipe() as err:
         args = summarize("--request-state-ttl", "1")
-        async with stdio_client_of(args, MODERN, None, err.writer) as client:
+        async with stdio_client_of(args, MODERN, Sampler(), err.writer) as client:
             round_ = await first_round(client, long_text("never"))
             logged = await err.wait_for("summarize: returning the original result")
             assert "did not answer the input round" in logged and "within 1 s" in logged, logged[-2000:]
@@ -329,7 +332,7 @@ async def test_a_round_the_client_never_answers_expires() -> None:
 async def test_a_changed_request_state_is_refused_and_the_genuine_one_still_works() -> None:
     text = long_text("tampered")
     with tempfile.TemporaryFile("w+", encoding="utf-8") as errlog:
-        async with stdio_client_of(summarize(), MODERN, None, errlog) as client:
+        async with stdio_client_of(summarize(), MODERN, Sampler(), errlog) as client:
             round_ = await first_round(client, text)
             state = round_.request_state
             assert state
@@ -366,8 +369,8 @@ async def test_a_state_replayed_on_another_session_is_refused() -> None:
                         "--", *EVERYTHING]) as served:
         assert served.url is not None
         async with (
-            http_client_of(served.url, "llm-rounds-alice", None, EventLog("alice")) as alice,
-            http_client_of(served.url, "llm-rounds-mallory", None, EventLog("mallory")) as mallory,
+            http_client_of(served.url, "llm-rounds-alice", Sampler(), EventLog("alice")) as alice,
+            http_client_of(served.url, "llm-rounds-mallory", Sampler(), EventLog("mallory")) as mallory,
         ):
             round_ = await first_round(alice, text)
             with pytest.raises(MCPError) as refused:
@@ -394,8 +397,8 @@ async def test_replicas_with_one_key_still_refuse_another_sessions_state(tmp_pat
     args = summarize("--state-key-file", str(key))
     with tempfile.TemporaryFile("w+", encoding="utf-8") as errlog:
         async with (
-            stdio_client_of(args, MODERN, None, errlog) as first,
-            stdio_client_of(args, MODERN, None, errlog) as second,
+            stdio_client_of(args, MODERN, Sampler(), errlog) as first,
+            stdio_client_of(args, MODERN, Sampler(), errlog) as second,
         ):
             round_ = await first_round(first, text)
             with pytest.raises(MCPError) as refused:
