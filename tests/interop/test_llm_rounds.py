@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -408,8 +409,6 @@ async def test_replicas_with_one_key_still_refuse_another_sessions_state(tmp_pat
                 )
             assert refused.value.code == INVALID_PARAMS
             assert "not issued to this session" in refused.value.message
-    import subprocess
-
     missing = subprocess.run([PROXY or "", *summarize("--state-key-file", str(tmp_path / "none"))],
                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert missing.returncode != 0

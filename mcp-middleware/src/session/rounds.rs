@@ -328,12 +328,13 @@ impl Session {
         method: &str,
         params: Option<&str>,
     ) -> bool {
-        let Some(params) = params.filter(|p| p.contains("\"requestState\"")) else {
-            return false;
-        };
+        // The method first: it is short, the params may not be.
         if !takes_input_rounds(method) {
             return false;
         }
+        let Some(params) = params.filter(|p| p.contains("\"requestState\"")) else {
+            return false;
+        };
         let map: Map<String, Value> = serde_json::from_str(params).unwrap_or_default();
         let bridged = matches!(self.era, ClientEra::Bridged(_));
         let refuse = |session: &mut Self, message: String| {
