@@ -282,18 +282,20 @@ async def test_several_completions_in_one_call_are_several_rounds() -> None:
             assert len(set(keys)) == 3, keys
 
 
-async def test_over_http_a_2026_client_answers_the_round() -> None:
+@pytest.mark.parametrize("upstream", ["bridged", "modern"])
+async def test_over_http_a_2026_client_answers_the_round(upstream: str) -> None:
     sampler, wire = Sampler(), EventLog[WireMsg]("wire")
     text = long_text("http")
+    command, arg, echoed = (EVERYTHING, "message", "Echo: ") if upstream == "bridged" else (DUAL, "text", "echo: ")
     with ServedProcess([PROXY or "", "serve", "--listen", "127.0.0.1:0", "--model", "summarize", *NO_CACHE,
-                        "--", *EVERYTHING]) as served:
+                        "--", *command]) as served:
         assert served.url is not None
         async with http_client_of(served.url, "llm-rounds-http", sampler, wire) as client:
             mark = wire.mark()
-            summary = only_text(await client.call_tool("echo", {"message": text}))
+            summary = only_text(await client.call_tool("echo", {arg: text}))
             assert summary.startswith("SAMPLED SUMMARY #1\n\n[summary of "), summary
             assert len(input_rounds(wire, mark)) == 1
-            assert (await read_first_page(client, summary)).startswith("Echo: http 0000")
+            assert (await read_first_page(client, summary)).startswith(f"{echoed}http 0000")
 
 
 async def first_round(client: Client, text: str) -> types.InputRequiredResult:
