@@ -294,6 +294,19 @@ pub(crate) enum LoopCall {
     },
     /// A hooked client request finished.
     Finished { call: u64, outcome: RawOutcome },
+    /// Ask the client something on behalf of hooked request `call` (`ctx.llm()`'s sampling):
+    /// a real request to a client that can receive one, else an input round of `call`
+    /// (2026-07-28). `ask` names the question for [`LoopCall::AskDone`].
+    Ask {
+        call: u64,
+        ask: u64,
+        method: String,
+        params: Option<String>,
+        reply: oneshot::Sender<RawOutcome>,
+    },
+    /// The hook no longer awaits the answer to `ask` (answered, or its future was dropped): a
+    /// request still open at the client is cancelled there.
+    AskDone { ask: u64 },
     /// A client notification came out of the hooks: send it on as the proxy would have.
     ClientNotification { line: String },
     /// An upstream request to the client was answered by the hooks.
@@ -421,6 +434,11 @@ impl Context {
             cancel,
             request: Arc::default(),
         }
+    }
+
+    /// The hooked client request this context serves (0: none).
+    pub(crate) fn call_id(&self) -> u64 {
+        self.call
     }
 
     /// Whether anything of this request was sent upstream (a request answered without it was

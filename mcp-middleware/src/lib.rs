@@ -60,6 +60,7 @@ pub mod proxy;
 pub mod registry;
 pub mod request_tap;
 pub mod routing;
+pub mod sealed_state;
 mod session;
 mod strict_json;
 pub mod trace_context;

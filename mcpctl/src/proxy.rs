@@ -84,6 +84,14 @@ pub(crate) struct ProxyArgs {
     /// a request is sent, never shown).
     #[arg(long, value_name = "VAR", requires = "llm_url")]
     pub(crate) llm_api_key_env: Option<String>,
+    /// A file holding the secret (32 bytes or more) every `requestState` the proxy hands a
+    /// 2026-07-28 client is sealed with; replicas serving the same clients share it. Default: a
+    /// random key per process.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) state_key_file: Option<PathBuf>,
+    /// Seconds a `requestState` (an input round of a 2026-07-28 client) stays valid.
+    #[arg(long, default_value_t = 300, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) request_state_ttl: u64,
     /// Without a project: the upstream server's command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub(crate) command: Vec<String>,
@@ -124,6 +132,12 @@ pub(crate) fn build_following(
     options.upstream_queue_bytes = args.upstream_queue_bytes;
     options.request_tap = tap;
     options.live = live;
+
+    if let Some(path) = &args.state_key_file {
+        options.state_key = mcp_middleware::sealed_state::StateKey::from_file(path)
+            .with_context(|| format!("--state-key-file {}", path.display()))?;
+    }
+    options.request_state_ttl = Duration::from_secs(args.request_state_ttl);
     let proxy = match &args.project {
         Some(name) => for_project(
             &Store::from_env()?,

@@ -404,6 +404,25 @@ fn a_bridged_client_answers_upstream_requests_in_input_rounds() {
     assert_eq!(request["params"]["maxTokens"], 5);
     let state = result["requestState"].clone();
     assert!(state.is_string(), "{round}");
+    let sealed = state.as_str().unwrap_or_default();
+    assert!(
+        sealed.starts_with("mcpmw1."),
+        "the state is sealed: {round}"
+    );
+
+    // A changed state resumes nothing (and leaves the round open for the genuine one).
+    let mut forged = sealed.to_owned();
+    let at = forged.len() / 2;
+    let other = if &forged[at..=at] == "A" { "B" } else { "A" };
+    forged.replace_range(at..=at, other);
+    let refused = client.request(
+        json!("call-forged"),
+        "tools/call",
+        json!({"name": "needs_sampling", "_meta": envelope(), "requestState": forged, "inputResponses": {}}),
+    );
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("not issued to this session"), "{refused}");
 
     // The retry carries the answer under a new id; the upstream's final result answers it.
     let answer =

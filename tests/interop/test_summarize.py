@@ -10,8 +10,9 @@ in front of the official reference server.
 - Neither: the original result (paged by `paginate`) and a warning on the proxy's stderr.
 
 The clients connect with `mode="legacy"` (2025-11-25). A 2026-07-28 client (`mode="2026-07-28"`,
-bridged by the proxy) cannot be sent sampling requests: `ctx.llm()` reports it unavailable and
-the original comes back (the input-round path is not built yet, see `mcp_middleware::llm`).
+bridged by the proxy) cannot be sent sampling requests: the sampling goes out as an input round
+of the tool call (`test_llm_rounds.py` has the details); one that declares no sampling gets the
+original back.
 
 Needs `MCP_PROXY` (the built `mcpctl`); without it the module is skipped, like the other
 model tests: the reference server alone has no `summarize` model to test.
@@ -304,17 +305,27 @@ async def test_with_neither_the_original_comes_back_paged_and_a_warning_is_logge
     assert "sampling" in logged and "--llm-url" in logged, "the warning names both ways"
 
 
-async def test_a_stateless_client_is_not_sent_sampling_and_gets_the_original() -> None:
+async def test_a_stateless_client_is_sampled_through_an_input_round() -> None:
     sampler = Sampler()
     with stderr_file() as errlog:
         args = ["proxy", "--model", "summarize", "--set", "paginate.pageBytes=4096", "--", *SERVER]
         async with client_of(stdio(args, errlog), sampler, mode="2026-07-28") as client:
-            first = only_text(await client.call_tool("echo", {"message": LONG}))
+            summary = only_text(await client.call_tool("echo", {"message": LONG}))
+            assert summary.startswith("SUMMARY FROM THE CALLBACK #1\n\n[summary of "), summary
+            assert_sampled(sampler, 1)
+            assert await read_original(client, summary) == ECHOED
+
+
+async def test_a_stateless_client_without_sampling_gets_the_original() -> None:
+    with stderr_file() as errlog:
+        args = ["proxy", "--model", "summarize", "--set", "paginate.pageBytes=4096", "--", *SERVER]
+        async with client_of(stdio(args, errlog), None, mode="2026-07-28") as client:
+            first = only_text(await client.call_tool("echo", {"message": LONG + "no sampling"}))
             assert "[page 1 of 7" in first, first[-300:]
         errlog.seek(0)
         logged = errlog.read()
-    assert sampler.requests == [], "a 2026-07-28 client cannot be sent a request"
-    assert "2026-07-28" in logged and "summarize: returning the original result" in logged, logged[-2000:]
+    assert "summarize: returning the original result" in logged, logged[-2000:]
+    assert "2026-07-28 requests do not declare the `sampling` capability" in logged, logged[-2000:]
 
 
 async def test_an_endpoint_that_does_not_answer_in_time_gives_the_original() -> None:

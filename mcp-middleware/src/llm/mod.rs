@@ -15,10 +15,19 @@
 //! [`DEFAULT_TIMEOUT`]).
 //!
 //! A 2026-07-28 (stateless) client cannot receive requests from the proxy: the protocol has the
-//! server return an input round (`input_required`) of the tool call in progress instead. The
-//! proxy does that for requests an *upstream* sends (`session::bridge`), but not yet for a
-//! model's own completion: for such a client the endpoint is used when one is configured, else
-//! the error says that sampling through a stateless client is not supported.
+//! server return an input round (`input_required`) of the tool call in progress instead, and so
+//! the proxy does for a completion. The hook's future stays suspended while the client's
+//! `tools/call` (or `prompts/get`, `resources/read`) is answered with the sampling request and
+//! a sealed `requestState`; the client's retry carries the sampling result, which resumes the
+//! hook, and the hook's final result answers the retry. Several completions in one call are
+//! several rounds. The client declares `sampling` in its requests' envelope
+//! (`io.modelcontextprotocol/clientCapabilities`). A round the client does not come back for
+//! ends with the session's `request_state_ttl` (and the completion's timeout bounds it as
+//! always), and the completion fails with an error that says so.
+//!
+//! When a completion that went to the client as a request stops waiting (its request was
+//! cancelled or timed out, or the completion's own timeout fired), the client is sent
+//! `notifications/cancelled` for that request.
 
 mod endpoint;
 mod sampling;
@@ -310,23 +319,29 @@ impl<'a> Llm<'a> {
 
     /// Why the client's sampling cannot be used, or `None` when it can.
     fn sampling_unavailable(&self) -> Option<String> {
-        if self.ctx.protocol_version().as_deref() == Some(era::STATELESS_VERSION) {
-            return Some(format!(
-                "the client speaks {} (stateless), which cannot receive requests, and sampling \
-                 through an input round of the tool call is not supported yet",
-                era::STATELESS_VERSION
-            ));
-        }
+        let stateless = self.ctx.protocol_version().as_deref() == Some(era::STATELESS_VERSION);
         match self.ctx.client_capabilities() {
-            Some(capabilities) if capabilities.sampling.is_some() => None,
-            Some(_) => Some("the client did not declare the `sampling` capability".to_owned()),
-            // A bridged 2026-07-28 client sends no `initialize`, so nothing was declared.
-            None => Some(format!(
-                "the client sent no `initialize` to declare `sampling` in: a {} (stateless) \
-                 client cannot receive requests, and sampling through an input round of the \
-                 tool call is not supported yet",
+            Some(capabilities) if capabilities.sampling.is_some() => {
+                // A 2026-07-28 client is asked in an input round of the request in progress.
+                (stateless && self.ctx.call_id() == 0).then(|| {
+                    format!(
+                        "the client speaks {} (stateless) and can be asked only within a \
+                         request in progress, and this hook serves none",
+                        era::STATELESS_VERSION
+                    )
+                })
+            }
+            Some(_) if stateless => Some(format!(
+                "the client's {} requests do not declare the `sampling` capability in their \
+                 envelope",
                 era::STATELESS_VERSION
             )),
+            Some(_) => Some("the client did not declare the `sampling` capability".to_owned()),
+            None => Some(
+                "the client declared no capabilities (no `initialize`, and no 2026-07-28 \
+                 envelope on this request)"
+                    .to_owned(),
+            ),
         }
     }
 }

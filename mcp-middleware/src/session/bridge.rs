@@ -13,7 +13,7 @@
 //!   the client's pending `tools/call` (or `prompts/get`, `resources/read`) is answered with
 //!   `resultType: "input_required"` while the upstream call stays open; the client's retry
 //!   carries the answers, which go to the upstream, and the upstream's final result answers the
-//!   retry;
+//!   retry; the `requestState` the client gets is sealed to the session (`rounds`);
 //! - `subscriptions/listen` streams are served from the upstream's `resources/subscribe` and
 //!   list-changed notifications.
 
@@ -133,8 +133,11 @@ impl Bridged {
     }
 }
 
+/// What a bridged input round's state starts with, inside its seal.
+pub(super) const BRIDGE_ROUND: &str = "bridge/";
+
 /// Methods whose results may ask the client for input on 2026-07-28.
-fn takes_input_rounds(method: &str) -> bool {
+pub(super) fn takes_input_rounds(method: &str) -> bool {
     matches!(method, "tools/call" | "prompts/get" | "resources/read")
 }
 
@@ -259,11 +262,6 @@ impl Session {
                 self.open_listener(id, params);
                 true
             }
-            _ if takes_input_rounds(method)
-                && params.is_some_and(|p| p.contains("\"requestState\"")) =>
-            {
-                self.resume_round(id, method, params.unwrap_or("{}"))
-            }
             _ => false,
         }
     }
@@ -376,7 +374,8 @@ impl Session {
             return;
         };
         bridged.next_round += 1;
-        let state = format!("mcp-middleware/round/{}", bridged.next_round);
+        // What the proxy keeps; the client gets it sealed (`rounds`).
+        let state = format!("{}{}", BRIDGE_ROUND, bridged.next_round);
         let mut requests = String::from("{");
         for (i, input) in inputs.iter().enumerate() {
             if i > 0 {
@@ -387,10 +386,14 @@ impl Session {
             requests.push_str(&input.request);
         }
         requests.push('}');
+        let sealed = self.seal_state(&state);
         let result = format!(
             r#"{{"resultType":"input_required","inputRequests":{requests},"requestState":{}}}"#,
-            Value::from(state.as_str())
+            Value::from(sealed)
         );
+        let Some(bridged) = self.bridged() else {
+            return;
+        };
         bridged.rounds.insert(
             state.clone(),
             InputRound {
@@ -407,14 +410,16 @@ impl Session {
         self.to_client(jsonrpc::result(&id, &result));
     }
 
-    /// The client's retry of a call that was answered with an input round: its answers go to the
-    /// upstream's waiting requests and the retry takes over the upstream call.
-    fn resume_round(&mut self, id: &str, method: &str, params: &str) -> bool {
-        let map: Map<String, Value> = serde_json::from_str(params).unwrap_or_default();
-        let state = map
-            .get("requestState")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+    /// The client's retry of a call that was answered with an input round (`state`: what its
+    /// sealed `requestState` opened to): its answers go to the upstream's waiting requests and
+    /// the retry takes over the upstream call.
+    pub(super) fn resume_round(
+        &mut self,
+        id: &str,
+        method: &str,
+        map: &Map<String, Value>,
+        state: &str,
+    ) -> bool {
         let Some(round) = self.bridged().and_then(|b| b.rounds.remove(state)) else {
             self.to_client(jsonrpc::error(
                 Some(id),
@@ -423,6 +428,18 @@ impl Session {
             ));
             return true;
         };
+        if *round.method != *method {
+            let message = format!(
+                "requestState belongs to a `{}` request, not `{method}`; send it with the request \
+                 it came with",
+                round.method
+            );
+            if let Some(bridged) = self.bridged() {
+                bridged.rounds.insert(state.to_owned(), round);
+            }
+            self.to_client(jsonrpc::error(Some(id), jsonrpc::INVALID_PARAMS, &message));
+            return true;
+        }
         let responses = map.get("inputResponses").and_then(Value::as_object);
         for (key, upstream_id) in &round.asked {
             let line = match responses.and_then(|r| r.get(key)) {

@@ -71,6 +71,48 @@ impl Hooked {
         Some(call)
     }
 
+    /// The method of hooked call `call`, while it runs.
+    pub(super) fn method_of(&self, call: u64) -> Option<&str> {
+        self.calls.get(&call).map(|c| c.method.as_str())
+    }
+
+    /// Whether hooked call `call` is suspended in an input round.
+    pub(super) fn is_suspended(&self, call: u64) -> bool {
+        self.calls.get(&call).is_some_and(|c| c.suspended)
+    }
+
+    /// Suspends hooked call `call` (its client request is being answered with an input round):
+    /// returns the client's id, which no longer names it. `None` if it is not running or is
+    /// already suspended.
+    pub(super) fn suspend(&mut self, call: u64) -> Option<Box<str>> {
+        let entry = self.calls.get_mut(&call).filter(|c| !c.suspended)?;
+        entry.suspended = true;
+        let client_id = entry.client_id.clone();
+        self.by_client_id.remove(&client_id);
+        Some(client_id)
+    }
+
+    /// The client's retry `client_id` takes over suspended call `call`: its answer goes there,
+    /// and its timeout starts again.
+    pub(super) fn resume(&mut self, call: u64, client_id: &str) -> bool {
+        let Some(entry) = self.calls.get_mut(&call).filter(|c| c.suspended) else {
+            return false;
+        };
+        entry.suspended = false;
+        entry.client_id = client_id.into();
+        entry.active = Instant::now();
+        self.by_client_id.insert(client_id.into(), call);
+        true
+    }
+
+    /// Stops hooked call `call` without answering anyone (its client is gone).
+    pub(super) fn discard(&mut self, call: u64) {
+        if let Some(call) = self.remove(call) {
+            call.cancel.cancel();
+            call.task.abort();
+        }
+    }
+
     /// Starts timing an unhooked request for observers.
     pub(super) fn observe_start(&mut self, uid: u64, method: &str, params: Option<&str>) {
         self.observing.insert(
@@ -96,6 +138,9 @@ struct HookedCall {
     ctx: Context,
     cancel: CancellationToken,
     task: AbortHandle,
+    /// Answered with an input round and waiting for the client's retry (`hook_rounds`): no
+    /// client request is waiting for it, so nothing may be sent under `client_id`.
+    suspended: bool,
 }
 
 struct Observing {
@@ -207,6 +252,7 @@ impl Session {
 
     /// A client request some model handles: run the chain in a task.
     pub(super) fn start_hooked_request(&mut self, id: &str, method: &str, params: Option<&str>) {
+        self.note_envelope(params);
         self.hooks.next_call += 1;
         let call = self.hooks.next_call;
         let cancel = CancellationToken::new();
@@ -260,6 +306,7 @@ impl Session {
                 ctx,
                 cancel,
                 task: task.abort_handle(),
+                suspended: false,
             },
         );
     }
@@ -329,7 +376,9 @@ impl Session {
             .hooks
             .calls
             .iter()
-            .filter(|(_, call)| now.duration_since(call.active) >= timeout)
+            // A suspended call waits for the client, not the upstream: its input round's
+            // lifetime bounds it (`hook_rounds`).
+            .filter(|(_, call)| !call.suspended && now.duration_since(call.active) >= timeout)
             .map(|(key, _)| *key)
             .collect();
         for key in expired {
@@ -361,7 +410,10 @@ impl Session {
         }
     }
 
-    fn finish_hooked(&mut self, call: u64, outcome: RawOutcome) {
+    pub(super) fn finish_hooked(&mut self, call: u64, outcome: RawOutcome) {
+        let Some(outcome) = self.hold_if_suspended(call, outcome) else {
+            return;
+        };
         let Some(call) = self.hooks.remove(call) else {
             return;
         };
@@ -522,6 +574,14 @@ impl Session {
                 ));
             }
             LoopCall::Finished { call, outcome } => self.finish_hooked(call, outcome),
+            LoopCall::Ask {
+                call,
+                ask,
+                method,
+                params,
+                reply,
+            } => self.on_ask(call, ask, &method, params, reply),
+            LoopCall::AskDone { ask } => self.on_ask_done(ask),
             LoopCall::ClientNotification { line } => {
                 if let Ok(jsonrpc::Message::Notification { method, params }) =
                     jsonrpc::Message::parse(&line)

@@ -32,6 +32,8 @@ mod bridge;
 mod hooked;
 mod lifecycle;
 mod reload;
+
+mod rounds;
 mod upstream_end;
 
 pub(crate) use upstream_end::UpstreamEnd;
@@ -95,6 +97,16 @@ pub struct SessionOptions {
     /// servers, routes and models without a restart. `None` (the default): the configuration
     /// is fixed.
     pub live: Option<crate::live::Live>,
+
+    /// The key every `requestState` the proxy hands a client is sealed with
+    /// ([`crate::sealed_state`]). Replicas that serve the same clients share one
+    /// ([`StateKey::from_file`](crate::sealed_state::StateKey::from_file)); the default is
+    /// random per process.
+    pub state_key: crate::sealed_state::StateKey,
+    /// How long a `requestState` (an input round) stays valid: a client that does not retry
+    /// within it gets invalid params, and a hook waiting for its answer gets an error then.
+    /// Default 300 s.
+    pub request_state_ttl: Duration,
 }
 
 impl Default for SessionOptions {
@@ -108,6 +120,9 @@ impl Default for SessionOptions {
             upstream_queue_bytes: 16 * 1024 * 1024,
             request_tap: None,
             live: None,
+
+            state_key: crate::sealed_state::StateKey::process(),
+            request_state_ttl: Duration::from_secs(300),
         }
     }
 }
@@ -242,6 +257,8 @@ pub(crate) struct Session {
     upstream_requests: HashMap<u64, UpstreamRequest>,
     handshake: Handshake,
     era: ClientEra,
+    /// Input rounds of hooked calls and the questions hooks put to the client.
+    hook_rounds: rounds::HookRounds,
     /// Lines from the upstream that were not JSON-RPC, dropped (logged sparingly).
     malformed_from_upstream: u64,
     /// Client notifications dropped because the upstream was not reading.
@@ -301,6 +318,7 @@ impl Session {
             upstream_requests: HashMap::new(),
             handshake: Handshake::default(),
             era: ClientEra::Unknown,
+            hook_rounds: rounds::HookRounds::default(),
             malformed_from_upstream: 0,
             dropped_for_backlog: 0,
         })
@@ -665,6 +683,9 @@ impl Session {
             return;
         }
         if matches!(self.era, ClientEra::Unknown) && self.probe_era(line, method, params) {
+            return;
+        }
+        if self.resume_with_request_state(id, method, params) {
             return;
         }
         let bridged = matches!(self.era, ClientEra::Bridged(_));
@@ -1209,6 +1230,7 @@ impl Session {
     /// Answers every request whose deadline has passed with a timeout error, and cancels it
     /// upstream.
     fn expire(&mut self, now: Instant) {
+        self.expire_hook_rounds(now);
         self.expire_hooked(now);
         let expired: Vec<u64> = self
             .pending
