@@ -371,7 +371,6 @@ impl Session {
         else {
             return;
         };
-        self.by_client_id.remove(&id);
         let Some(bridged) = self.bridged() else {
             return;
         };
@@ -451,7 +450,6 @@ impl Session {
             .and_then(|m| m.get("progressToken"))
             .map(|t| t.to_string().into_boxed_str());
         let client_id: Box<str> = id.into();
-        self.by_client_id.insert(client_id.clone(), round.uid);
         self.pending.insert(
             round.uid,
             Pending::Client {
