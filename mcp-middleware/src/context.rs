@@ -557,9 +557,9 @@ impl Context {
         // The chain's innermost step (routes): decided on what is sent, which a hook may have
         // changed; what was checked is what is sent.
         let chain = &self.session.chain;
-        let params = chain.toward_upstream(method, params, self.identity())?;
+        let params = chain.check_upstream_request(method, params, self.identity())?;
         let raw = self.send_upstream(method, params).await?;
-        let (raw, listed) = chain.from_upstream(method, raw, self.identity())?;
+        let (raw, listed) = chain.filter_upstream_answer(method, raw, self.identity())?;
         if let Some(listed) = listed {
             match self.request.listed.lock() {
                 Ok(mut slot) => *slot = Some(listed),

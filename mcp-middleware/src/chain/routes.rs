@@ -9,11 +9,11 @@
 //!   params the router checked replace the client's.
 //! - **Outermost, on the way out** ([`Chain::leave`]): what the models made of a listing loses
 //!   hidden entries and gets the upstream's pass-through entries back.
-//! - **Innermost, on the way in** ([`Chain::toward_upstream`]): what the chain sends the
+//! - **Innermost, on the way in** ([`Chain::check_upstream_request`]): what the chain sends the
 //!   upstream (`next` at the bottom of the chain, or a hook's own `ctx.upstream()`), decided
 //!   again on that value, since a hook may have changed it: a call a hook turned into one for
 //!   a hidden tool is refused here, and the upstream never sees it.
-//! - **Innermost, on the way out** ([`Chain::from_upstream`]): an upstream listing loses its
+//! - **Innermost, on the way out** ([`Chain::filter_upstream_answer`]): an upstream listing loses its
 //!   hidden entries before any model sees it.
 //!
 //! With no routes configured every step is free: nothing is read that was not read before.
@@ -95,7 +95,7 @@ impl Chain {
     /// The innermost step on the way in: the params to send the upstream for a request the
     /// chain makes, or the refusal. The router's canonical params replace `params` when it
     /// read them.
-    pub(crate) fn toward_upstream(
+    pub(crate) fn check_upstream_request(
         &self,
         method: &str,
         params: Option<String>,
@@ -109,7 +109,7 @@ impl Chain {
 
     /// The innermost step on the way out: the upstream's answer as the models see it, and for
     /// a listing the upstream's pass-through entries (for [`Chain::leave`]).
-    pub(crate) fn from_upstream(
+    pub(crate) fn filter_upstream_answer(
         &self,
         method: &str,
         raw: String,

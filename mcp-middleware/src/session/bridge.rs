@@ -348,7 +348,7 @@ impl Session {
                 request
             },
         };
-        match self.pending.get(&uid) {
+        match self.pending.get(uid) {
             Some(Pending::Suspended { state, .. }) => {
                 let state = state.clone();
                 if let Some(round) = self.bridged().and_then(|b| b.rounds.get_mut(&state)) {
@@ -367,7 +367,7 @@ impl Session {
             method,
             deadline,
             ..
-        }) = self.pending.remove(&uid)
+        }) = self.pending.remove(uid)
         else {
             return;
         };

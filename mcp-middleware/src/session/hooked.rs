@@ -477,7 +477,7 @@ impl Session {
                 self.hooks.held.retain(
                     |held| !matches!(held, LoopCall::Upstream { uid: held, .. } if *held == uid),
                 );
-                if let Some(Pending::Hook { .. }) = self.pending.remove(&uid) {
+                if let Some(Pending::Hook { .. }) = self.pending.remove(uid) {
                     let params = format!(
                         r#"{{"requestId":{uid},"reason":"the request was cancelled in the proxy"}}"#
                     );

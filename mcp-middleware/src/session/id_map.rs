@@ -18,7 +18,6 @@
 //! on is the request's own id on this hop, and the peer's token is kept in the entry for the
 //! way back, so a progress notification finds its request with one lookup.
 
-use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,9 +57,6 @@ pub(crate) trait Waiting {
 }
 
 /// Requests in flight on one hop, by this hop's id, with the index by peer id kept in step.
-///
-/// Lookups take the id by value or by reference (`get(uid)`, `get(&uid)`), as a `HashMap`'s
-/// callers are used to.
 #[derive(Debug)]
 pub(crate) struct IdMap<W> {
     ids: IdSource,
@@ -120,24 +116,23 @@ impl<W: Waiting> IdMap<W> {
     }
 
     /// Whether `id` is in flight.
-    pub(crate) fn contains(&self, id: impl Borrow<u64>) -> bool {
-        self.entries.contains_key(id.borrow())
+    pub(crate) fn contains(&self, id: u64) -> bool {
+        self.entries.contains_key(&id)
     }
 
     /// The entry under `id`.
-    pub(crate) fn get(&self, id: impl Borrow<u64>) -> Option<&W> {
-        self.entries.get(id.borrow())
+    pub(crate) fn get(&self, id: u64) -> Option<&W> {
+        self.entries.get(&id)
     }
 
     /// The entry under `id`, to change it. Its peer id must not change (take it out and put it
     /// back in for that).
-    pub(crate) fn get_mut(&mut self, id: impl Borrow<u64>) -> Option<&mut W> {
-        self.entries.get_mut(id.borrow())
+    pub(crate) fn get_mut(&mut self, id: u64) -> Option<&mut W> {
+        self.entries.get_mut(&id)
     }
 
     /// Takes the entry under `id` out (its answer arrived, or it was given up).
-    pub(crate) fn remove(&mut self, id: impl Borrow<u64>) -> Option<W> {
-        let id = *id.borrow();
+    pub(crate) fn remove(&mut self, id: u64) -> Option<W> {
         let waiter = self.entries.remove(&id)?;
         self.unindex(id, &waiter);
         Some(waiter)

@@ -516,7 +516,7 @@ impl Session {
     /// own request, or the hooked client request a hook sent it for.
     fn client_request_of(&self, uid: &str) -> Option<Box<str>> {
         let uid = uid.parse::<u64>().ok()?;
-        let call = match self.pending.get(&uid) {
+        let call = match self.pending.get(uid) {
             Some(Pending::Client { id, .. }) => return Some(id.clone()),
             Some(Pending::Hook { call, .. }) => *call,
             Some(_) => return None,
@@ -879,7 +879,7 @@ impl Session {
         let Some(request) = id
             .parse::<u64>()
             .ok()
-            .and_then(|did| self.upstream_requests.remove(&did))
+            .and_then(|did| self.upstream_requests.remove(did))
         else {
             tracing::debug!(id = id, "client answered a request that is not pending");
             return;

@@ -1032,7 +1032,7 @@ impl Merger {
         let Some(Asked { what, .. }) = id
             .parse::<u64>()
             .ok()
-            .filter(|id| self.waiting.get(id).is_some_and(|a| a.server == index))
+            .filter(|id| self.waiting.get(*id).is_some_and(|a| a.server == index))
             .and_then(|id| self.waiting.remove(id))
         else {
             return;
