@@ -23,9 +23,15 @@
 //! Requests the upstream sends (sampling, elicitation, roots, ping) travel the mirror path with
 //! ids the proxy allocates toward the client.
 //!
-//! Beside this file: `lifecycle` starts a dead upstream again and replays the session to it;
-//! `bridge` translates when a 2026-07-28 client meets a handshake-only upstream. When both sides
-//! speak the same era nothing is translated.
+//! Beside this file, one part each: `id_map` owns request ids in both directions (allocation,
+//! who waits, the client's id and progress token, expiry; the HTTP front, the chain's upstream
+//! end and a `ServerSet` use the same type); `handshake` is the handshake memory and the one
+//! replay built from it (plain data, serde); `hooked` runs the chain's tasks; `upstream_end`
+//! lets those tasks write to the upstream themselves; `lifecycle` starts a dead upstream again
+//! and replays the handshake to it; `bridge` translates when a 2026-07-28 client meets a
+//! handshake-only upstream. When both sides speak the same era nothing is translated. Which
+//! path a request takes (refused, raw, hooks) is the chain's outermost step
+//! (`Chain::enter`), decided once.
 
 mod bridge;
 mod handshake;
