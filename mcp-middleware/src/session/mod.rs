@@ -1255,3 +1255,74 @@ struct RewrittenParams {
     params: String,
     progress_token: Option<Box<str>>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(id: &str, token: Option<&str>) -> Pending {
+        Pending::Client {
+            id: id.into(),
+            method: "tools/call".into(),
+            progress_token: token.map(Into::into),
+            deadline: Some(Instant::now()),
+        }
+    }
+
+    #[test]
+    fn a_client_request_is_found_by_the_clients_id_and_a_proxy_request_by_none() {
+        let mut pending: IdMap<Pending> = IdMap::default();
+        let uid = pending.allocate(client("\"a\"", None));
+        let own = pending.allocate(Pending::Proxy(ProxyRequest::SetState));
+        assert_eq!(pending.by_peer("\"a\""), Some(uid));
+        let (cancelled, _) = pending.remove_by_peer("\"a\"").unwrap();
+        assert_eq!(cancelled, uid);
+        assert!(pending.contains(own), "the proxy's own request stays");
+        assert!(
+            pending
+                .expired(Instant::now() + Duration::from_secs(3600))
+                .is_empty(),
+            "the proxy's own requests never expire"
+        );
+    }
+
+    #[test]
+    fn progress_keeps_a_request_alive_but_not_a_suspended_round() {
+        let mut pending: IdMap<Pending> = IdMap::default();
+        let uid = pending.allocate(client("1", Some("\"tok\"")));
+        let suspended = pending.allocate(Pending::Suspended {
+            state: "s".into(),
+            deadline: Some(Instant::now()),
+        });
+        let (_, entry) = pending
+            .progress(&uid.to_string(), Some(Duration::from_secs(3600)))
+            .unwrap();
+        assert_eq!(entry.progress_token(), Some("\"tok\""));
+        pending.progress(&suspended.to_string(), Some(Duration::from_secs(3600)));
+        let expired: Vec<u64> = pending
+            .expired(Instant::now() + Duration::from_secs(1))
+            .into_iter()
+            .map(|(uid, _)| uid)
+            .collect();
+        assert_eq!(expired, vec![suspended]);
+        assert!(pending.contains(uid));
+    }
+
+    #[test]
+    fn a_request_the_upstream_sent_is_found_by_its_upstream_id_unless_a_hook_sent_it() {
+        let mut relayed: IdMap<UpstreamRequest> = IdMap::default();
+        let did = relayed.allocate(UpstreamRequest {
+            upstream_id: "\"q-1\"".into(),
+            progress_token: None,
+            hook: None,
+        });
+        let (reply, _answer) = oneshot::channel();
+        relayed.allocate(UpstreamRequest {
+            upstream_id: "".into(),
+            progress_token: None,
+            hook: Some(reply),
+        });
+        assert_eq!(relayed.by_peer("\"q-1\""), Some(did));
+        assert_eq!(relayed.by_peer(""), None);
+    }
+}
