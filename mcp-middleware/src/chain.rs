@@ -17,7 +17,8 @@
 //! and its transform applies to what comes from further in.
 //!
 //! **Routes.** The chain also carries the proxy's routing paths (`crate::routing`): what is
-//! hidden from every model and what passes by them all.
+//! hidden from every model and what passes by them all. They run as the chain's built-in
+//! outermost and innermost steps (`routes`), the only places the routing decision is made.
 //!
 //! **Cost.** A hook no model implements has no steps, and the session forwards such messages as
 //! raw bytes without building a context (see `session`), so it costs nothing.
@@ -32,6 +33,10 @@ use crate::error::ProxyError;
 use crate::model::{HookId, ModelDescriptor, StateDescriptor, Step, StepKind};
 use crate::routing::{Router, Routes};
 use crate::upstream::Upstream;
+
+mod routes;
+
+pub(crate) use routes::Path;
 
 /// A model composed for running: its flattened layers, the steps of every hook, every model's
 /// validated config and the state types a session needs.

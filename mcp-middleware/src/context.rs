@@ -572,18 +572,12 @@ impl Context {
         method: &str,
         params: Option<String>,
     ) -> HookResult<String> {
-        let Some(router) = self.session.chain.router() else {
-            return self.send_upstream(method, params).await;
-        };
-        // What was checked is what is sent: the canonical serialisation of the params.
-        let params = router
-            .check(method, params.as_deref(), self.identity())?
-            .or(params);
+        // The chain's innermost step (routes): decided on what is sent, which a hook may have
+        // changed; what was checked is what is sent.
+        let chain = &self.session.chain;
+        let params = chain.check_upstream_request(method, params, self.identity())?;
         let raw = self.send_upstream(method, params).await?;
-        if !router.is_listing(method) {
-            return Ok(raw);
-        }
-        let (raw, listed) = router.filter_upstream_listing(method, raw, self.identity())?;
+        let (raw, listed) = chain.filter_upstream_answer(method, raw, self.identity())?;
         if let Some(listed) = listed {
             match self.request.listed.lock() {
                 Ok(mut slot) => *slot = Some(listed),
@@ -610,7 +604,7 @@ impl Context {
             }
             Err(params) => params,
         };
-        let uid = link.upstream.next_id();
+        let uid = link.upstream.ids().next();
         let (reply, answer) = oneshot::channel();
         link.calls
             .send(LoopCall::Upstream {

@@ -408,3 +408,44 @@ async fn a_vendor_method_cannot_reach_what_routes_hide() {
     );
     client.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_restarted_server_gets_the_handshake_log_level_and_its_subscriptions_again() {
+    let set = ServerSet::new()
+        .server("a", named("a").env("SCRIPTED_RESOURCES", "file:///a/one"))
+        .server("b", named("b").env("SCRIPTED_RESOURCES", "file:///b/two"));
+    let mut client = Client::initialized(Proxy::new(set)).await;
+    let level = client
+        .request("logging/setLevel", json!({"level": "debug"}))
+        .await;
+    assert!(level["result"].is_object(), "{level}");
+    // Listed first, so the set knows which server each resource belongs to.
+    let resources = walk(&mut client, "resources/list").await;
+    assert_eq!(resources.len(), 1, "{resources:?}");
+    for uri in ["file:///a/one", "file:///b/two"] {
+        let subscribed = client
+            .request("resources/subscribe", json!({"uri": uri}))
+            .await;
+        assert!(subscribed["result"].is_object(), "{uri}: {subscribed}");
+    }
+    let before = client.request("state", json!({"name": "b__x"})).await;
+    let died = client.call_tool("b__die", json!({})).await;
+    assert_eq!(died["error"]["code"], -32001, "{died}");
+
+    // The next request for b starts it again; the replay goes first.
+    let after = client.request("state", json!({"name": "b__x"})).await;
+    let state = &after["result"];
+    assert_ne!(
+        state["pid"], before["result"]["pid"],
+        "a new process: {after}"
+    );
+    assert_eq!(state["initializes"], 1, "{after}");
+    assert_eq!(state["initialized"], 1, "{after}");
+    assert_eq!(state["log_levels"], json!(["debug"]), "{after}");
+    assert_eq!(
+        state["subscriptions"],
+        json!(["file:///b/two"]),
+        "b's own subscription, not a's: {after}"
+    );
+    client.close().await.unwrap();
+}

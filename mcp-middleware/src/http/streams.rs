@@ -52,7 +52,9 @@ const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 pub(crate) struct Streams {
     stateless: bool,
     next_stream: StreamId,
-    next_request: u64,
+    /// Ids of the session's own for stateless requests (the hop from the HTTP front to the
+    /// core session).
+    request_ids: crate::session::IdSource,
     next_conn: u64,
     /// Open request streams by the request's id as the core session knows it (raw JSON).
     by_request: HashMap<Box<str>, StreamId>,
@@ -134,7 +136,7 @@ impl Streams {
         Self {
             stateless,
             next_stream: STANDALONE,
-            next_request: 0,
+            request_ids: crate::session::IdSource::default(),
             next_conn: 0,
             by_request: HashMap::new(),
             by_token: HashMap::new(),
@@ -185,18 +187,15 @@ impl Streams {
             .and_then(|p| serde_json::from_str::<Map<String, Value>>(p).ok())
             .and_then(|p| p.get("_meta")?.get("progressToken").cloned());
         let (session_id, token, line, client_token) = if self.stateless {
-            self.next_request += 1;
-            let own = self.next_request.to_string();
+            let own_id = self.request_ids.next();
+            let own = own_id.to_string();
             let mut new_params = None;
             if client_token.is_some()
                 && let Some(params) = params
-                && let Ok(mut map) = serde_json::from_str::<Map<String, Value>>(params)
-                && let Some(Value::Object(meta)) = map.get_mut("_meta")
+                && let Some((text, Some(_))) =
+                    crate::session::swap_progress_token_in(params, own_id)
             {
-                meta.insert("progressToken".into(), Value::from(self.next_request));
-                new_params = serde_json::to_string(&map)
-                    .ok()
-                    .map(|text| (range_in(line, params), text));
+                new_params = Some((range_in(line, params), text));
             }
             let mut replacements = vec![(range_in(line, id), own.as_str())];
             if let Some((range, text)) = &new_params {

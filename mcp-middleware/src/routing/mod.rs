@@ -70,12 +70,15 @@
 //! listing has the upstream's entry instead (where the model left it, or at the end).
 //!
 //! **Where it runs.** The routes live in the [`Chain`](crate::chain::Chain), which every session
-//! shares. The session consults them for the request methods above before it decides between
-//! the raw path and the chain, on stdio and HTTP, for either protocol era (the 2026-07-28
-//! bridge serves `subscriptions/listen` from the checked params); list requests go through a
-//! chain task when something is hidden, so their answers can be filtered;
-//! `Context::upstream_raw` checks and filters what hooks send and receive. With no routes
-//! configured none of this runs: nothing is parsed that was not parsed before.
+//! shares, and run as its built-in outermost and innermost steps (`chain/routes.rs`), the only
+//! callers of `Router::decide`: the outermost step decides a client request's path before
+//! the session picks between the raw path and the hooks, on stdio and HTTP, for either protocol
+//! era (the 2026-07-28 bridge serves `subscriptions/listen` from the checked params), and
+//! filters what the models made of a listing; the innermost step decides again on what the
+//! chain sends the upstream (a hook may have rewritten it) and filters the upstream's listing
+//! before the models see it. List requests go through the hooks when something is hidden, so
+//! their answers can be filtered. With no routes configured none of this runs: nothing is
+//! parsed that was not parsed before.
 
 use std::fmt;
 
@@ -462,22 +465,22 @@ impl Router {
         }
     }
 
-    /// A hook's own upstream request, checked as a client's is: the error if it names
-    /// something hidden or cannot be read unambiguously, else the params to send (the
-    /// canonical serialisation of what was checked, `None` to send them as they are).
+    /// A request the chain sends upstream, decided as a client's is ([`Router::decide`]): the
+    /// error if it names something hidden or cannot be read unambiguously, else the params to
+    /// send (the canonical serialisation of what was checked, `None` to send them as they are).
+    /// Whether it would pass through does not matter here: it is already past the models.
     pub(crate) fn check(
         &self,
         method: &str,
         params: Option<&str>,
         who: &Identity,
     ) -> Result<Option<String>, ErrorData> {
-        let Some(text) = params.filter(|_| self.checks(method)) else {
-            return Ok(None);
-        };
-        let read = self.read(method, text)?;
-        match self.refusal(method, &read.names, who) {
-            Some(error) => Err(error),
-            None => Ok(Some(read.canonical)),
+        match self.decide(method, params, who) {
+            Decision {
+                route: Route::Refused(error),
+                ..
+            } => Err(error),
+            Decision { params, .. } => Ok(params),
         }
     }
 

@@ -346,7 +346,7 @@ impl Session {
                 request
             },
         };
-        match self.pending.get(&uid) {
+        match self.pending.get(uid) {
             Some(Pending::Suspended { state, .. }) => {
                 let state = state.clone();
                 if let Some(round) = self.bridged().and_then(|b| b.rounds.get_mut(&state)) {
@@ -365,11 +365,10 @@ impl Session {
             method,
             deadline,
             ..
-        }) = self.pending.remove(&uid)
+        }) = self.pending.remove(uid)
         else {
             return;
         };
-        self.by_client_id.remove(&id);
         let Some(bridged) = self.bridged() else {
             return;
         };
@@ -468,7 +467,6 @@ impl Session {
             .and_then(|m| m.get("progressToken"))
             .map(|t| t.to_string().into_boxed_str());
         let client_id: Box<str> = id.into();
-        self.by_client_id.insert(client_id.clone(), round.uid);
         self.pending.insert(
             round.uid,
             Pending::Client {

@@ -23,6 +23,7 @@ use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::bridge::ClientEra;
+use super::id_map::{IdMap, Waiting};
 use super::{Pending, Session, UpstreamRequest, UpstreamState};
 use crate::context::{Context, LoopCall, RawOutcome};
 use crate::model::{HookId, Observation, Outcome, RawNotification, RawRequest, Subject};
@@ -34,10 +35,8 @@ const SESSION_END_GRACE: Duration = Duration::from_secs(5);
 /// The hooked work of one session.
 #[derive(Default)]
 pub(super) struct Hooked {
-    calls: HashMap<u64, HookedCall>,
-    /// The running calls by the client's id.
-    by_client_id: HashMap<Box<str>, u64>,
-    next_call: u64,
+    /// The running calls, by a number of their own, with the client's ids beside them.
+    calls: IdMap<HookedCall>,
     /// Hook requests waiting for a restarted upstream to be ready.
     held: Vec<LoopCall>,
     /// Unhooked requests being timed for observers, by upstream id.
@@ -47,61 +46,62 @@ pub(super) struct Hooked {
 impl Hooked {
     /// The client's id of hooked request `call`, while it runs.
     pub(super) fn client_id(&self, call: u64) -> Option<&str> {
-        self.calls.get(&call).map(|call| &*call.client_id)
+        self.calls.get(call).map(|call| &*call.client_id)
     }
 
     /// Whether a hooked request the client knows as `client_id` is running.
     pub(super) fn in_flight(&self, client_id: &str) -> bool {
-        self.by_client_id.contains_key(client_id)
+        self.calls.by_peer(client_id).is_some()
     }
 
     /// The id the client knows hooked call `call` by, while it runs.
     pub(super) fn client_id_of(&self, call: u64) -> Option<Box<str>> {
-        self.calls.get(&call).map(|c| c.client_id.clone())
-    }
-
-    fn insert(&mut self, key: u64, call: HookedCall) {
-        self.by_client_id.insert(call.client_id.clone(), key);
-        self.calls.insert(key, call);
+        self.calls.get(call).map(|c| c.client_id.clone())
     }
 
     fn remove(&mut self, key: u64) -> Option<HookedCall> {
-        let call = self.calls.remove(&key)?;
-        self.by_client_id.remove(&call.client_id);
-        Some(call)
+        self.calls.remove(key)
     }
 
     /// The method of hooked call `call`, while it runs.
     pub(super) fn method_of(&self, call: u64) -> Option<&str> {
-        self.calls.get(&call).map(|c| c.method.as_str())
+        self.calls.get(call).map(|c| c.method.as_str())
     }
 
     /// Whether hooked call `call` is suspended in an input round.
     pub(super) fn is_suspended(&self, call: u64) -> bool {
-        self.calls.get(&call).is_some_and(|c| c.suspended)
+        self.calls.get(call).is_some_and(|c| c.suspended)
     }
 
     /// Suspends hooked call `call` (its client request is being answered with an input round):
     /// returns the client's id, which no longer names it. `None` if it is not running or is
     /// already suspended.
     pub(super) fn suspend(&mut self, call: u64) -> Option<Box<str>> {
-        let entry = self.calls.get_mut(&call).filter(|c| !c.suspended)?;
+        if self.calls.get(call).is_none_or(|c| c.suspended) {
+            return None;
+        }
+        // Out and back in: the id map indexes a call by its client id only while it is not
+        // suspended (`Waiting::peer_id`).
+        let mut entry = self.calls.remove(call)?;
         entry.suspended = true;
         let client_id = entry.client_id.clone();
-        self.by_client_id.remove(&client_id);
+        self.calls.insert(call, entry);
         Some(client_id)
     }
 
     /// The client's retry `client_id` takes over suspended call `call`: its answer goes there,
-    /// and its timeout starts again.
-    pub(super) fn resume(&mut self, call: u64, client_id: &str) -> bool {
-        let Some(entry) = self.calls.get_mut(&call).filter(|c| c.suspended) else {
+    /// and its timeout (`timeout`, when there is one) starts again.
+    pub(super) fn resume(&mut self, call: u64, client_id: &str, timeout: Option<Duration>) -> bool {
+        if !self.calls.get(call).is_some_and(|c| c.suspended) {
+            return false;
+        }
+        let Some(mut entry) = self.calls.remove(call) else {
             return false;
         };
         entry.suspended = false;
         entry.client_id = client_id.into();
-        entry.active = Instant::now();
-        self.by_client_id.insert(client_id.into(), call);
+        entry.deadline = timeout.map(|t| Instant::now() + t);
+        self.calls.insert(call, entry);
         true
     }
 
@@ -132,15 +132,29 @@ struct HookedCall {
     method: String,
     subject: Subject,
     started: Instant,
-    /// When the request last showed life (its start, or progress from the upstream for it):
-    /// the request timeout counts from here.
-    active: Instant,
+    /// The request timeout after the request last showed life (its start, or progress from
+    /// the upstream for it).
+    deadline: Option<Instant>,
     ctx: Context,
     cancel: CancellationToken,
     task: AbortHandle,
     /// Answered with an input round and waiting for the client's retry (`hook_rounds`): no
     /// client request is waiting for it, so nothing may be sent under `client_id`.
     suspended: bool,
+}
+
+impl Waiting for HookedCall {
+    fn peer_id(&self) -> Option<&str> {
+        (!self.suspended).then_some(&*self.client_id)
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline.filter(|_| !self.suspended)
+    }
+
+    fn set_deadline(&mut self, deadline: Instant) {
+        self.deadline = Some(deadline);
+    }
 }
 
 struct Observing {
@@ -211,7 +225,6 @@ impl Session {
 
     /// The client left: cancel what is still running and run `on_session_end` hooks.
     pub(super) async fn end_session(&mut self) {
-        self.hooks.by_client_id.clear();
         for (_, call) in self.hooks.calls.drain() {
             call.cancel.cancel();
             call.task.abort();
@@ -253,8 +266,7 @@ impl Session {
     /// A client request some model handles: run the chain in a task.
     pub(super) fn start_hooked_request(&mut self, id: &str, method: &str, params: Option<&str>) {
         self.note_envelope(params);
-        self.hooks.next_call += 1;
-        let call = self.hooks.next_call;
+        let call = self.hooks.calls.next_id();
         let cancel = CancellationToken::new();
         let ctx = Context::new(self.scope.clone(), call, cancel.clone());
         let chain = self.chain.clone();
@@ -262,11 +274,7 @@ impl Session {
         let task_ctx = ctx.clone();
         let (task_method, task_params) = (method.to_owned(), params.map(str::to_owned));
         let task = tokio::spawn(async move {
-            let filter = chain
-                .router()
-                .is_some_and(|router| router.is_listing(&task_method));
-            let listing = filter.then(|| task_method.clone());
-            let run = dispatch::client_request(&chain, &task_ctx, task_method, task_params);
+            let run = dispatch::client_request(&chain, &task_ctx, task_method.clone(), task_params);
             let outcome = match AssertUnwindSafe(run).catch_unwind().await {
                 Ok(outcome) => outcome,
                 Err(panic) => {
@@ -278,20 +286,16 @@ impl Session {
                     ))
                 }
             };
-            // Routes: what the models made of a listing loses hidden entries and gets the
-            // upstream's pass-through entries back.
-            let outcome = match (listing, chain.router(), outcome) {
-                (Some(method), Some(router), Ok(result)) => router.finish_listing(
-                    &method,
-                    result,
-                    task_ctx.take_listed(),
-                    task_ctx.identity(),
-                ),
-                (_, _, outcome) => outcome,
-            };
+            // The chain's outermost step on the way out (routes).
+            let outcome = chain.leave(
+                &task_method,
+                outcome,
+                || task_ctx.take_listed(),
+                task_ctx.identity(),
+            );
             let _ = calls.send(LoopCall::Finished { call, outcome });
         });
-        self.hooks.insert(
+        self.hooks.calls.insert(
             call,
             HookedCall {
                 client_id: id.into(),
@@ -302,7 +306,7 @@ impl Session {
                     Subject::default()
                 },
                 started: Instant::now(),
-                active: Instant::now(),
+                deadline: self.options.request_timeout.map(|t| Instant::now() + t),
                 ctx,
                 cancel,
                 task: task.abort_handle(),
@@ -340,8 +344,7 @@ impl Session {
 
     /// Cancels the hooked request the client knows as `client_id`, if there is one.
     pub(super) fn cancel_hooked(&mut self, client_id: &str) -> bool {
-        let found = self.hooks.by_client_id.get(client_id).copied();
-        let Some(call) = found.and_then(|key| self.hooks.remove(key)) else {
+        let Some((_, call)) = self.hooks.calls.remove_by_peer(client_id) else {
             return false;
         };
         call.cancel.cancel();
@@ -361,8 +364,10 @@ impl Session {
 
     /// Progress arrived for hooked request `call`: its timeout starts again.
     pub(super) fn hooked_alive(&mut self, call: u64) {
-        if let Some(call) = self.hooks.calls.get_mut(&call) {
-            call.active = Instant::now();
+        if let Some(timeout) = self.options.request_timeout
+            && let Some(call) = self.hooks.calls.get_mut(call)
+        {
+            call.set_deadline(Instant::now() + timeout);
         }
     }
 
@@ -372,19 +377,9 @@ impl Session {
         let Some(timeout) = self.options.request_timeout else {
             return;
         };
-        let expired: Vec<u64> = self
-            .hooks
-            .calls
-            .iter()
-            // A suspended call waits for the client, not the upstream: its input round's
-            // lifetime bounds it (`hook_rounds`).
-            .filter(|(_, call)| !call.suspended && now.duration_since(call.active) >= timeout)
-            .map(|(key, _)| *key)
-            .collect();
-        for key in expired {
-            let Some(call) = self.hooks.remove(key) else {
-                continue;
-            };
+        // A suspended call waits for the client, not the upstream: it has no deadline here;
+        // its input round's lifetime bounds it (`hook_rounds`).
+        for (_, call) in self.hooks.calls.expired(now) {
             call.cancel.cancel();
             call.task.abort();
             let message = format!(
@@ -542,7 +537,7 @@ impl Session {
                 self.hooks.held.retain(
                     |held| !matches!(held, LoopCall::Upstream { uid: held, .. } if *held == uid),
                 );
-                if let Some(Pending::Hook { .. }) = self.pending.remove(&uid) {
+                if let Some(Pending::Hook { .. }) = self.pending.remove(uid) {
                     let params = format!(
                         r#"{{"requestId":{uid},"reason":"the request was cancelled in the proxy"}}"#
                     );
@@ -557,8 +552,7 @@ impl Session {
                 params,
                 reply,
             } => {
-                self.next_client_id += 1;
-                let did = self.next_client_id;
+                let did = self.upstream_requests.next_id();
                 self.upstream_requests.insert(
                     did,
                     UpstreamRequest {

@@ -3,6 +3,7 @@
 //! pending when it dies.
 
 use super::bridge::ClientEra;
+use super::handshake::Step;
 use super::{Pending, ProxyRequest, Session, UpstreamState};
 use crate::jsonrpc::{self, Message};
 
@@ -58,21 +59,11 @@ impl Session {
     /// Tells a restarted, re-initialized upstream what the client had told the previous one:
     /// `notifications/initialized`, the log level, the resource subscriptions.
     pub(super) fn replay_state(&mut self) {
-        if self.handshake.initialized {
-            self.send_upstream(jsonrpc::notification("notifications/initialized", None));
-        }
-        let mut replays = Vec::new();
-        if let Some(level) = &self.handshake.log_level {
-            replays.push(("logging/setLevel", level.clone()));
-        }
-        for uri in &self.handshake.subscriptions {
-            replays.push((
-                "resources/subscribe",
-                serde_json::json!({ "uri": uri }).to_string(),
-            ));
-        }
-        for (method, params) in replays {
-            self.send_proxy_request(method, &params);
+        for step in self.handshake.after_initialize(|_| true) {
+            match step {
+                Step::Notify(method) => self.send_upstream(jsonrpc::notification(method, None)),
+                Step::Request { method, params } => self.send_proxy_request(method, &params),
+            }
         }
     }
 
@@ -163,8 +154,7 @@ impl Session {
         tracing::warn!("{reason}");
         let queued = self.mark_down(&reason);
         self.fail_queued(&queued, &reason);
-        let mut failed: Vec<(u64, Pending)> = self.pending.drain().collect();
-        failed.sort_by_key(|(uid, _)| *uid);
+        let failed = self.pending.drain();
         for (uid, pending) in failed {
             match pending {
                 Pending::Client { id, method, .. } => {
@@ -191,7 +181,6 @@ impl Session {
                 Pending::Proxy(_) | Pending::Suspended { .. } => {}
             }
         }
-        self.by_client_id.clear();
         // Requests a hook sent the client do not depend on the upstream.
         self.upstream_requests
             .retain(|_, request| request.hook.is_some());

@@ -23,22 +23,32 @@
 //! Requests the upstream sends (sampling, elicitation, roots, ping) travel the mirror path with
 //! ids the proxy allocates toward the client.
 //!
-//! Beside this file: `lifecycle` starts a dead upstream again and replays the session to it;
-//! `bridge` translates when a 2026-07-28 client meets a handshake-only upstream. When both sides
-//! speak the same era nothing is translated. `reload` moves the session to a new configuration
-//! when the proxy follows live changes (`crate::live`).
+//! Beside this file, one part each: `id_map` owns request ids in both directions (allocation,
+//! who waits, the client's id and progress token, expiry; the HTTP front, the chain's upstream
+//! end and a `ServerSet` use the same type); `handshake` is the handshake memory and the one
+//! replay built from it (plain data, serde); `hooked` runs the chain's tasks; `upstream_end`
+//! lets those tasks write to the upstream themselves; `lifecycle` starts a dead upstream again
+//! and replays the handshake to it; `bridge` translates when a 2026-07-28 client meets a
+//! handshake-only upstream. When both sides speak the same era nothing is translated. Which
+//! path a request takes (refused, raw, hooks) is the chain's outermost step
+//! (`Chain::enter`), decided once.
+//! `reload` moves the session to a new configuration when the proxy follows live changes
+//! (`crate::live`); `rounds` answers a 2026-07-28 client's hooked call with input rounds when a
+//! hook asks the client something (`ctx.llm()`).
 
 mod bridge;
+mod handshake;
 mod hooked;
+mod id_map;
 mod lifecycle;
 mod reload;
-
 mod rounds;
 mod upstream_end;
 
+pub(crate) use handshake::{Handshake, Step};
+pub(crate) use id_map::{IdMap, IdSource, Waiting, swap_progress_token_in};
 pub(crate) use upstream_end::UpstreamEnd;
 
-use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
@@ -52,13 +62,12 @@ use tokio::sync::oneshot;
 
 use rmcp::model::{ErrorCode, ErrorData};
 
-use crate::chain::Chain;
+use crate::chain::{Chain, Path};
 use crate::context::{Identity, LoopCall, RawOutcome, SessionLink, SessionScope};
 use crate::era;
 use crate::jsonrpc::{self, Message, range_in, splice};
 use crate::model::{HookId, Outcome};
 use crate::project::Project;
-use crate::routing::Route;
 use crate::transport::Frame;
 use crate::transport::outbound::Belongs;
 use crate::transport::queue::LineQueue;
@@ -179,6 +188,40 @@ enum Pending {
     },
 }
 
+impl Waiting for Pending {
+    fn peer_id(&self) -> Option<&str> {
+        match self {
+            Pending::Client { id, .. } => Some(id),
+            _ => None,
+        }
+    }
+
+    fn progress_token(&self) -> Option<&str> {
+        match self {
+            Pending::Client { progress_token, .. } | Pending::Hook { progress_token, .. } => {
+                progress_token.as_deref()
+            }
+            _ => None,
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        match self {
+            Pending::Client { deadline, .. }
+            | Pending::Hook { deadline, .. }
+            | Pending::Suspended { deadline, .. } => *deadline,
+            Pending::Proxy(_) => None,
+        }
+    }
+
+    fn set_deadline(&mut self, new: Instant) {
+        // Progress keeps a request alive; a suspended call waits for the client, not progress.
+        if let Pending::Client { deadline, .. } | Pending::Hook { deadline, .. } = self {
+            *deadline = Some(new);
+        }
+    }
+}
+
 /// Why the proxy itself sent a request upstream.
 #[derive(Debug)]
 enum ProxyRequest {
@@ -205,20 +248,15 @@ struct UpstreamRequest {
     hook: Option<oneshot::Sender<RawOutcome>>,
 }
 
-/// What the session must replay to a restarted upstream so it is in the state the client
-/// believes it is in.
-#[derive(Debug, Default)]
-struct Handshake {
-    /// The params of the client's `initialize`, once the upstream accepted it.
-    initialize: Option<String>,
-    /// The params of an `initialize` sent but not yet answered, by upstream id.
-    initialize_in_flight: Option<(u64, String)>,
-    /// Whether the client sent `notifications/initialized`.
-    initialized: bool,
-    /// The params of the last `logging/setLevel`.
-    log_level: Option<String>,
-    /// Resources the client subscribed to.
-    subscriptions: BTreeSet<String>,
+impl Waiting for UpstreamRequest {
+    fn peer_id(&self) -> Option<&str> {
+        // One a hook sent the client has no upstream id.
+        self.hook.is_none().then_some(&*self.upstream_id)
+    }
+
+    fn progress_token(&self) -> Option<&str> {
+        self.progress_token.as_deref()
+    }
 }
 
 enum UpstreamState {
@@ -247,14 +285,14 @@ pub(crate) struct Session {
     upstream_end: UpstreamEnd,
     /// Whether hooks may write to the upstream now (what `upstream_end` was last told).
     direct: bool,
-    next_client_id: u64,
     chain: Arc<Chain>,
     scope: Arc<SessionScope>,
     calls: Option<mpsc::UnboundedReceiver<LoopCall>>,
     hooks: hooked::Hooked,
-    pending: HashMap<u64, Pending>,
-    by_client_id: HashMap<Box<str>, u64>,
-    upstream_requests: HashMap<u64, UpstreamRequest>,
+    /// Requests sent upstream, by upstream id (numbered from the ids hook tasks share).
+    pending: IdMap<Pending>,
+    /// Requests the upstream sent the client, by the id the client knows them by.
+    upstream_requests: IdMap<UpstreamRequest>,
     handshake: Handshake,
     era: ClientEra,
     /// Input rounds of hooked calls and the questions hooks put to the client.
@@ -283,6 +321,7 @@ impl Session {
         let link = server.spawn(1, options.max_message_bytes, upstream_events.clone())?;
         let upstream_end = UpstreamEnd::new(options.request_timeout, options.upstream_queue_bytes)
             .through_loop(options.request_tap.is_some());
+        let pending = IdMap::new(upstream_end.ids().clone());
         let (calls_tx, calls) = mpsc::unbounded_channel();
         let scope = Arc::new(SessionScope::new(
             hooked::new_session_id(),
@@ -308,14 +347,12 @@ impl Session {
             generation: 1,
             upstream_end,
             direct: false,
-            next_client_id: 0,
             chain,
             scope,
             calls: Some(calls),
             hooks: hooked::Hooked::default(),
-            pending: HashMap::new(),
-            by_client_id: HashMap::new(),
-            upstream_requests: HashMap::new(),
+            pending,
+            upstream_requests: IdMap::default(),
             handshake: Handshake::default(),
             era: ClientEra::Unknown,
             hook_rounds: rounds::HookRounds::default(),
@@ -492,7 +529,7 @@ impl Session {
         waiting.extend(self.stop_direct().into_iter().map(|(uid, _)| uid));
         waiting.sort_unstable();
         for uid in waiting {
-            self.pending.remove(&uid);
+            self.pending.remove(uid);
             self.observe_end(uid, Outcome::Cancelled, None);
             let params = serde_json::json!({ "requestId": uid, "reason": reason }).to_string();
             self.send_upstream(jsonrpc::notification(
@@ -500,7 +537,6 @@ impl Session {
                 Some(&params),
             ));
         }
-        self.by_client_id.clear();
     }
 
     pub(super) fn to_client(&self, line: String) {
@@ -518,7 +554,7 @@ impl Session {
     /// own request, or the hooked client request a hook sent it for.
     fn client_request_of(&self, uid: &str) -> Option<Box<str>> {
         let uid = uid.parse::<u64>().ok()?;
-        let call = match self.pending.get(&uid) {
+        let call = match self.pending.get(uid) {
             Some(Pending::Client { id, .. }) => return Some(id.clone()),
             Some(Pending::Hook { call, .. }) => *call,
             Some(_) => return None,
@@ -547,7 +583,7 @@ impl Session {
     }
 
     pub(super) fn next_upstream_id(&mut self) -> u64 {
-        self.upstream_end.next_id()
+        self.pending.next_id()
     }
 
     // ---------------------------------------------------------------- client → upstream
@@ -605,7 +641,7 @@ impl Session {
 
     fn on_client_request(&mut self, line: &str, id: &str, method: &str, params: Option<&str>) {
         // One id, one request in flight: a second would make both answers ambiguous.
-        if self.by_client_id.contains_key(id) || self.hooks.in_flight(id) {
+        if self.pending.by_peer(id).is_some() || self.hooks.in_flight(id) {
             tracing::debug!(
                 id,
                 method,
@@ -623,27 +659,25 @@ impl Session {
         }
         self.taps
             .start(id, method, params, &self.scope, &self.server);
-        // Routing paths (SPEC P7, S1): only when some are configured is anything parsed here.
-        let Some(decision) = self
-            .chain
-            .router()
-            .map(|r| r.decide(method, params, &self.scope.identity))
-        else {
-            self.forward_client_request(line, id, method, params, Route::Chain);
-            return;
+        // The chain's outermost step (routing paths, SPEC P7, S1): only when routes are
+        // configured is anything parsed here.
+        let entered = self.chain.enter(method, params, &self.scope.identity);
+        let hooked = match entered.path {
+            Path::Refused(error) => {
+                self.reject_routed(id, method, params, error);
+                return;
+            }
+            Path::Hooks => true,
+            Path::Raw => false,
         };
-        if let Route::Refused(error) = decision.route {
-            self.reject_routed(id, method, params, error);
-            return;
-        }
-        match (decision.params, params) {
+        match (entered.params, params) {
             // What the router checked is what goes on: its serialisation replaces the client's
             // params, for the chain and the upstream alike (`crate::routing`).
             (Some(canonical), Some(raw)) if canonical != raw => {
                 let line = splice(line, &[(range_in(line, raw), canonical.as_str())]);
                 match Message::parse(&line) {
                     Ok(Message::Request { id, method, params }) => {
-                        self.forward_client_request(&line, id, &method, params, decision.route)
+                        self.forward_client_request(&line, id, &method, params, hooked)
                     }
                     _ => self.to_client(jsonrpc::error(
                         Some(id),
@@ -652,18 +686,19 @@ impl Session {
                     )),
                 }
             }
-            _ => self.forward_client_request(line, id, method, params, decision.route),
+            _ => self.forward_client_request(line, id, method, params, hooked),
         }
     }
 
-    /// A client request past the routes: to the upstream, through the chain or raw.
+    /// A client request past the chain's outermost step: to the upstream, through the hooks
+    /// (`hooked`) or raw.
     fn forward_client_request(
         &mut self,
         line: &str,
         id: &str,
         method: &str,
         params: Option<&str>,
-        route: Route,
+        hooked: bool,
     ) {
         if !self.ensure_upstream(Some(id), method) {
             return;
@@ -692,11 +727,6 @@ impl Session {
         if bridged && self.answer_for_bridged_client(id, method, params) {
             return;
         }
-        let hooked = match route {
-            Route::Listing => true,
-            Route::PassThrough => false,
-            _ => self.chain.intercepts_request(method),
-        };
         if hooked {
             self.start_hooked_request(id, method, params);
             return;
@@ -715,10 +745,7 @@ impl Session {
             new_params = Some((range_in(line, params), rewritten.params));
         }
         if method == "initialize" {
-            self.handshake.initialize_in_flight = Some((
-                uid,
-                params.map_or_else(|| "{}".to_owned(), |p| p.to_owned()),
-            ));
+            self.handshake.initialize_sent(uid, params);
         }
         let mut replacements = vec![(range_in(line, id), uid_text)];
         if let Some((range, text)) = &new_params {
@@ -726,7 +753,6 @@ impl Session {
         }
         let out = self.taps.forward(Some(id), splice(line, &replacements));
         let client_id: Box<str> = id.into();
-        self.by_client_id.insert(client_id.clone(), uid);
         if self.chain.observed() {
             self.hooks.observe_start(uid, method, params);
         }
@@ -765,8 +791,7 @@ impl Session {
             params = Some(rewritten.params);
         }
         if method == "initialize" {
-            self.handshake.initialize_in_flight =
-                Some((uid, params.clone().unwrap_or_else(|| "{}".to_owned())));
+            self.handshake.initialize_sent(uid, params.as_deref());
         }
         let line = jsonrpc::request(itoa::Buffer::new().format(uid), method, params.as_deref());
         let line = self.taps.forward(self.hooks.client_id(call), line);
@@ -792,7 +817,7 @@ impl Session {
         bridged: bool,
     ) -> Option<RewrittenParams> {
         let mut map: Map<String, Value> = serde_json::from_str(params).ok()?;
-        let progress_token = swap_progress_token(&mut map, uid);
+        let progress_token = id_map::swap_progress_token(&mut map, uid);
         if bridged && let Some(level) = era::strip_envelope(&mut map) {
             self.opt_in_logs(uid, &level);
         }
@@ -832,11 +857,10 @@ impl Session {
                 if self.close_listener(&request_id) || self.cancel_hooked(&request_id) {
                     return;
                 }
-                let Some(uid) = self.by_client_id.remove(request_id.as_str()) else {
+                let Some((uid, _)) = self.pending.remove_by_peer(request_id.as_str()) else {
                     tracing::debug!(%request_id, "client cancelled a request that is not pending");
                     return;
                 };
-                self.pending.remove(&uid);
                 self.observe_end(uid, Outcome::Cancelled, None);
                 let new_params = rewrite(Value::from(uid));
                 splice(line, &[(range_in(line, params), new_params.as_str())])
@@ -847,11 +871,10 @@ impl Session {
                 let Some((token, rewrite)) = field_rewriter(params, "progressToken") else {
                     return;
                 };
-                let found = token
-                    .parse::<u64>()
-                    .ok()
-                    .and_then(|did| self.upstream_requests.get(&did))
-                    .and_then(|request| request.progress_token.as_deref());
+                let found = self
+                    .upstream_requests
+                    .progress(&token, None)
+                    .and_then(|(_, request)| request.progress_token.as_deref());
                 let Some(upstream_token) = found else {
                     return;
                 };
@@ -860,9 +883,7 @@ impl Session {
                 splice(line, &[(range_in(line, params), new_params.as_str())])
             }
             _ => {
-                if method == "notifications/initialized" {
-                    self.handshake.initialized = true;
-                }
+                self.handshake.remember_notification(method);
                 if let Some(queued) = self.upstream_backlog() {
                     self.dropped_for_backlog += 1;
                     let dropped = self.dropped_for_backlog;
@@ -899,7 +920,7 @@ impl Session {
         let Some(request) = id
             .parse::<u64>()
             .ok()
-            .and_then(|did| self.upstream_requests.remove(&did))
+            .and_then(|did| self.upstream_requests.remove(did))
         else {
             tracing::debug!(id = id, "client answered a request that is not pending");
             return;
@@ -922,22 +943,7 @@ impl Session {
 
     /// Keeps what a restarted upstream must be told again.
     fn remember_state(&mut self, method: &str, params: Option<&str>) {
-        match method {
-            "logging/setLevel" => self.handshake.log_level = params.map(|p| p.to_owned()),
-            "resources/subscribe" | "resources/unsubscribe" => {
-                let uri = params
-                    .and_then(|p| serde_json::from_str::<Map<String, Value>>(p).ok())
-                    .and_then(|p| p.get("uri").and_then(Value::as_str).map(str::to_owned));
-                if let Some(uri) = uri {
-                    if method == "resources/subscribe" {
-                        self.handshake.subscriptions.insert(uri);
-                    } else {
-                        self.handshake.subscriptions.remove(&uri);
-                    }
-                }
-            }
-            _ => {}
-        }
+        self.handshake.remember(method, params);
     }
 
     // ---------------------------------------------------------------- upstream → client
@@ -981,7 +987,7 @@ impl Session {
     fn on_upstream_response(&mut self, line: &str, id: &str, outcome: Result<&str, &str>) {
         let uid = id.parse::<u64>().ok();
         if let Some(waiter) = uid.and_then(|uid| {
-            (!self.pending.contains_key(&uid))
+            (!self.pending.contains(uid))
                 .then(|| self.upstream_end.take(uid))
                 .flatten()
         }) {
@@ -993,7 +999,7 @@ impl Session {
             return;
         }
         let Some(pending) =
-            uid.and_then(|uid| self.pending.remove(&uid).map(|pending| (uid, pending)))
+            uid.and_then(|uid| self.pending.remove(uid).map(|pending| (uid, pending)))
         else {
             tracing::debug!(
                 id = id,
@@ -1010,7 +1016,6 @@ impl Session {
                     ..
                 },
             ) => {
-                self.by_client_id.remove(&client_id);
                 if let Some(bridged) = self.bridged() {
                     bridged.request_done(uid);
                 }
@@ -1046,16 +1051,10 @@ impl Session {
     /// a restart; a `server/discover` the client sent itself that the upstream answered for
     /// 2026-07-28 settles the era, so the proxy need not probe.
     fn note_handshake_answer(&mut self, uid: u64, method: &str, outcome: Result<&str, &str>) {
-        if self
-            .handshake
-            .initialize_in_flight
-            .as_ref()
-            .is_some_and(|(init_uid, _)| *init_uid == uid)
-            && let Some((_, params)) = self.handshake.initialize_in_flight.take()
+        if let Some(params) = self.handshake.initialize_answered(uid, outcome)
             && let Ok(result) = outcome
         {
             self.record_session_info(&params, result);
-            self.handshake.initialize = Some(params);
         }
         if method == "server/discover"
             && matches!(self.era, ClientEra::Unknown)
@@ -1082,8 +1081,7 @@ impl Session {
             self.hook_server_request(id, method, params);
             return;
         }
-        self.next_client_id += 1;
-        let did = self.next_client_id;
+        let did = self.upstream_requests.next_id();
         let mut did_text = itoa::Buffer::new();
         let did_text = did_text.format(did);
         let mut progress_token = None;
@@ -1091,7 +1089,7 @@ impl Session {
         if let Some(params) = params
             && params.contains("\"progressToken\"")
             && let Ok(mut map) = serde_json::from_str::<Map<String, Value>>(params)
-            && let Some(token) = swap_progress_token(&mut map, did)
+            && let Some(token) = id_map::swap_progress_token(&mut map, did)
             && let Ok(rewritten) = serde_json::to_string(&map)
         {
             progress_token = Some(token);
@@ -1134,42 +1132,29 @@ impl Session {
                     return;
                 };
                 let timeout = self.options.request_timeout;
-                let uid = token.parse::<u64>().ok();
-                if let Some(Pending::Hook { call, .. }) = uid.and_then(|uid| self.pending.get(&uid))
-                {
-                    let call = *call;
+                let (hooked_call, client_token) = match self.pending.progress(&token, timeout) {
+                    Some((
+                        _,
+                        Pending::Hook {
+                            call,
+                            progress_token,
+                            ..
+                        },
+                    )) => (Some(*call), progress_token.clone()),
+                    Some((_, pending)) => (None, pending.progress_token().map(Box::from)),
+                    // A request a hook wrote itself.
+                    None => match token
+                        .parse::<u64>()
+                        .ok()
+                        .and_then(|uid| self.upstream_end.touch(uid))
+                    {
+                        Some((call, token)) => (Some(call), token),
+                        None => (None, None),
+                    },
+                };
+                if let Some(call) = hooked_call {
                     self.hooked_alive(call);
                 }
-                let direct = uid
-                    .filter(|uid| !self.pending.contains_key(uid))
-                    .and_then(|uid| self.upstream_end.touch(uid));
-                let direct_token = match direct {
-                    Some((call, token)) => {
-                        self.hooked_alive(call);
-                        token
-                    }
-                    None => None,
-                };
-                let client_token = direct_token.or_else(|| {
-                    uid.and_then(|uid| match self.pending.get_mut(&uid) {
-                        Some(
-                            Pending::Client {
-                                progress_token: Some(client_token),
-                                deadline,
-                                ..
-                            }
-                            | Pending::Hook {
-                                progress_token: Some(client_token),
-                                deadline,
-                                ..
-                            },
-                        ) => {
-                            *deadline = timeout.map(|t| Instant::now() + t);
-                            Some(client_token.clone())
-                        }
-                        _ => None,
-                    })
-                });
                 let Some(client_token) = client_token else {
                     tracing::debug!(%token, "dropped progress for no pending request");
                     return;
@@ -1180,7 +1165,7 @@ impl Session {
             }
             "notifications/message"
                 if matches!(&self.era, ClientEra::Bridged(bridged)
-                        if !bridged.wants_log(params, &self.pending)) =>
+                        if !bridged.wants_log(params, self.pending.entries())) =>
             {
                 return;
             }
@@ -1190,13 +1175,9 @@ impl Session {
                 let Some((request_id, rewrite)) = field_rewriter(params, "requestId") else {
                     return;
                 };
-                let found = self
-                    .upstream_requests
-                    .iter()
-                    .find(|(_, r)| *r.upstream_id == *request_id)
-                    .map(|(did, _)| *did);
-                let Some(did) = found else { return };
-                self.upstream_requests.remove(&did);
+                let Some((did, _)) = self.upstream_requests.remove_by_peer(&request_id) else {
+                    return;
+                };
                 let new_params = rewrite(Value::from(did));
                 splice(line, &[(range_in(line, params), new_params.as_str())])
             }
@@ -1232,25 +1213,7 @@ impl Session {
     fn expire(&mut self, now: Instant) {
         self.expire_hook_rounds(now);
         self.expire_hooked(now);
-        let expired: Vec<u64> = self
-            .pending
-            .iter()
-            .filter_map(|(uid, pending)| match pending {
-                Pending::Client {
-                    deadline: Some(deadline),
-                    ..
-                }
-                | Pending::Hook {
-                    deadline: Some(deadline),
-                    ..
-                }
-                | Pending::Suspended {
-                    deadline: Some(deadline),
-                    ..
-                } if *deadline <= now => Some(*uid),
-                _ => None,
-            })
-            .collect();
+        let expired = self.pending.expired(now);
         let waited = self.options.request_timeout.unwrap_or_default();
         for (uid, waiter) in self.upstream_end.expired(now) {
             let _ = waiter.reply.send(Err(ErrorData::new(
@@ -1270,10 +1233,9 @@ impl Session {
                 Some(&params),
             ));
         }
-        for uid in expired {
-            match self.pending.remove(&uid) {
-                Some(Pending::Client { id, method, .. }) => {
-                    self.by_client_id.remove(&id);
+        for (uid, pending) in expired {
+            match pending {
+                Pending::Client { id, method, .. } => {
                     let message = format!(
                         "upstream `{}` did not answer `{method}` within {} s; the request was cancelled",
                         self.server,
@@ -1286,7 +1248,7 @@ impl Session {
                     ));
                     self.observe_end(uid, Outcome::Error, Some(message));
                 }
-                Some(Pending::Hook { method, reply, .. }) => {
+                Pending::Hook { method, reply, .. } => {
                     let _ = reply.send(Err(ErrorData::new(
                         ErrorCode(jsonrpc::UPSTREAM_TIMEOUT as i32),
                         format!(
@@ -1298,8 +1260,8 @@ impl Session {
                     )));
                 }
                 // The client never came back for its input round.
-                Some(Pending::Suspended { state, .. }) => self.drop_round(&state),
-                _ => continue,
+                Pending::Suspended { state, .. } => self.drop_round(&state),
+                Pending::Proxy(_) => continue,
             }
             let params =
                 format!(r#"{{"requestId":{uid},"reason":"the proxy's request timeout expired"}}"#);
@@ -1309,17 +1271,6 @@ impl Session {
             ));
         }
     }
-}
-
-/// Replaces `params._meta.progressToken` with `token` (this hop's own), returning the old token
-/// as raw JSON. `None` if there is no token.
-fn swap_progress_token(params: &mut Map<String, Value>, token: u64) -> Option<Box<str>> {
-    let old = params
-        .get_mut("_meta")?
-        .as_object_mut()?
-        .get_mut("progressToken")?;
-    let old = std::mem::replace(old, Value::from(token));
-    Some(old.to_string().into_boxed_str())
 }
 
 /// Reads `params.<field>` (as raw JSON text) and returns it with a function that writes the
@@ -1339,4 +1290,75 @@ fn field_rewriter(params: &str, field: &str) -> Option<(String, impl FnOnce(Valu
 struct RewrittenParams {
     params: String,
     progress_token: Option<Box<str>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(id: &str, token: Option<&str>) -> Pending {
+        Pending::Client {
+            id: id.into(),
+            method: "tools/call".into(),
+            progress_token: token.map(Into::into),
+            deadline: Some(Instant::now()),
+        }
+    }
+
+    #[test]
+    fn a_client_request_is_found_by_the_clients_id_and_a_proxy_request_by_none() {
+        let mut pending: IdMap<Pending> = IdMap::default();
+        let uid = pending.allocate(client("\"a\"", None));
+        let own = pending.allocate(Pending::Proxy(ProxyRequest::SetState));
+        assert_eq!(pending.by_peer("\"a\""), Some(uid));
+        let (cancelled, _) = pending.remove_by_peer("\"a\"").unwrap();
+        assert_eq!(cancelled, uid);
+        assert!(pending.contains(own), "the proxy's own request stays");
+        assert!(
+            pending
+                .expired(Instant::now() + Duration::from_secs(3600))
+                .is_empty(),
+            "the proxy's own requests never expire"
+        );
+    }
+
+    #[test]
+    fn progress_keeps_a_request_alive_but_not_a_suspended_round() {
+        let mut pending: IdMap<Pending> = IdMap::default();
+        let uid = pending.allocate(client("1", Some("\"tok\"")));
+        let suspended = pending.allocate(Pending::Suspended {
+            state: "s".into(),
+            deadline: Some(Instant::now()),
+        });
+        let (_, entry) = pending
+            .progress(&uid.to_string(), Some(Duration::from_secs(3600)))
+            .unwrap();
+        assert_eq!(entry.progress_token(), Some("\"tok\""));
+        pending.progress(&suspended.to_string(), Some(Duration::from_secs(3600)));
+        let expired: Vec<u64> = pending
+            .expired(Instant::now() + Duration::from_secs(1))
+            .into_iter()
+            .map(|(uid, _)| uid)
+            .collect();
+        assert_eq!(expired, vec![suspended]);
+        assert!(pending.contains(uid));
+    }
+
+    #[test]
+    fn a_request_the_upstream_sent_is_found_by_its_upstream_id_unless_a_hook_sent_it() {
+        let mut relayed: IdMap<UpstreamRequest> = IdMap::default();
+        let did = relayed.allocate(UpstreamRequest {
+            upstream_id: "\"q-1\"".into(),
+            progress_token: None,
+            hook: None,
+        });
+        let (reply, _answer) = oneshot::channel();
+        relayed.allocate(UpstreamRequest {
+            upstream_id: "".into(),
+            progress_token: None,
+            hook: Some(reply),
+        });
+        assert_eq!(relayed.by_peer("\"q-1\""), Some(did));
+        assert_eq!(relayed.by_peer(""), None);
+    }
 }

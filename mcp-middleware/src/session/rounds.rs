@@ -151,16 +151,11 @@ impl Session {
         reply: oneshot::Sender<RawOutcome>,
     ) {
         if !self.client_is_stateless() {
-            self.next_client_id += 1;
-            let did = self.next_client_id;
-            self.upstream_requests.insert(
-                did,
-                UpstreamRequest {
-                    upstream_id: "".into(),
-                    progress_token: None,
-                    hook: Some(reply),
-                },
-            );
+            let did = self.upstream_requests.allocate(UpstreamRequest {
+                upstream_id: "".into(),
+                progress_token: None,
+                hook: Some(reply),
+            });
             self.hook_rounds.asked_client.insert(ask, did);
             let belongs = self
                 .hooks
@@ -226,7 +221,7 @@ impl Session {
         let Some(did) = self.hook_rounds.asked_client.remove(&ask) else {
             return;
         };
-        if self.upstream_requests.remove(&did).is_none() {
+        if self.upstream_requests.remove(did).is_none() {
             return;
         }
         tracing::debug!(
@@ -413,7 +408,7 @@ impl Session {
             };
             let _ = question.reply.send(answer);
         }
-        if !self.hooks.resume(call, id) {
+        if !self.hooks.resume(call, id, self.options.request_timeout) {
             // The call is gone (the session is ending): nothing waits for an answer.
             self.to_client(jsonrpc::error(
                 Some(id),

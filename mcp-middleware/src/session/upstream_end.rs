@@ -18,13 +18,12 @@
 //! which 3 per `next`), and the loop no longer checks the upstream's state and backlog twice.
 //! The answer still comes through the loop, which reads every upstream line once.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value};
 use tokio::sync::oneshot;
+
+use super::id_map::{IdMap, IdSource, Waiting, swap_progress_token_in};
 
 use crate::context::RawOutcome;
 use crate::jsonrpc;
@@ -42,11 +41,26 @@ pub(crate) struct Waiter {
     pub(crate) reply: oneshot::Sender<RawOutcome>,
 }
 
+impl Waiting for Waiter {
+    fn progress_token(&self) -> Option<&str> {
+        self.progress_token.as_deref()
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    fn set_deadline(&mut self, deadline: Instant) {
+        self.deadline = Some(deadline);
+    }
+}
+
 #[derive(Debug, Default)]
 struct Shared {
     /// The upstream's input, while hooks may write to it directly.
     writer: Option<LineQueue>,
-    waiting: HashMap<u64, Waiter>,
+    /// Numbered from the session's ids ([`UpstreamEnd::ids`]).
+    waiting: IdMap<Waiter>,
 }
 
 /// The handle hook tasks and the session loop share (cloning it shares it).
@@ -54,7 +68,7 @@ struct Shared {
 pub(crate) struct UpstreamEnd {
     shared: Arc<Mutex<Shared>>,
     /// The session's upstream ids: the loop and hook tasks number their requests from here.
-    ids: Arc<AtomicU64>,
+    ids: IdSource,
     request_timeout: Option<Duration>,
     /// Past this many bytes waiting for the upstream, requests go through the loop (which
     /// refuses them with the backlog error).
@@ -74,9 +88,13 @@ fn loop_only(method: &str) -> bool {
 
 impl UpstreamEnd {
     pub(crate) fn new(request_timeout: Option<Duration>, backlog_limit: usize) -> Self {
+        let ids = IdSource::default();
         Self {
-            shared: Arc::default(),
-            ids: Arc::new(AtomicU64::new(0)),
+            shared: Arc::new(Mutex::new(Shared {
+                writer: None,
+                waiting: IdMap::new(ids.clone()),
+            })),
+            ids,
             request_timeout,
             backlog_limit,
             through_loop: false,
@@ -97,9 +115,9 @@ impl UpstreamEnd {
         }
     }
 
-    /// A fresh upstream id.
-    pub(crate) fn next_id(&self) -> u64 {
-        self.ids.fetch_add(1, Ordering::Relaxed) + 1
+    /// The session's upstream ids, for the session's own map of requests.
+    pub(crate) fn ids(&self) -> &IdSource {
+        &self.ids
     }
 
     /// Lets hooks write to `writer` directly (`Some`), or makes them go through the loop.
@@ -111,9 +129,7 @@ impl UpstreamEnd {
         if !closing {
             return Vec::new();
         }
-        let mut waiting: Vec<_> = shared.waiting.drain().collect();
-        waiting.sort_unstable_by_key(|(uid, _)| *uid);
-        waiting
+        shared.waiting.drain()
     }
 
     /// Writes a request upstream for hooked call `call` and returns its id and the answer to
@@ -134,15 +150,17 @@ impl UpstreamEnd {
         if writer.gauge().queued() > self.backlog_limit {
             return Err(params);
         }
-        let uid = self.next_id();
+        let uid = self.ids.next();
         // With a token, the client's params are kept until the line is queued: if the queue
         // is gone, the loop gets them as they were.
         let (sent, progress_token, original) = match params {
-            Some(text) if text.contains("\"progressToken\"") => match swap_token(&text, uid) {
-                Some((rewritten, token)) => (Some(rewritten), token, Some(text)),
-                // Unreadable params: the loop sends them as they are.
-                None => return Err(Some(text)),
-            },
+            Some(text) if text.contains("\"progressToken\"") => {
+                match swap_progress_token_in(&text, uid) {
+                    Some((rewritten, token)) => (Some(rewritten), token, Some(text)),
+                    // Unreadable params: the loop sends them as they are.
+                    None => return Err(Some(text)),
+                }
+            }
             params => (params, None, None),
         };
         let line = jsonrpc::request(itoa::Buffer::new().format(uid), method, sent.as_deref());
@@ -168,7 +186,7 @@ impl UpstreamEnd {
     /// The answer to request `uid` is no longer awaited: it is cancelled upstream.
     pub(crate) fn cancel(&self, uid: u64, reason: &str) {
         let mut shared = self.lock();
-        if shared.waiting.remove(&uid).is_none() {
+        if shared.waiting.remove(uid).is_none() {
             return;
         }
         if let Some(writer) = &shared.writer {
@@ -178,54 +196,37 @@ impl UpstreamEnd {
                 Some(&params),
             ));
         }
-        shared.waiting.shrink_to(64);
     }
 
     /// Removes the waiter for upstream id `uid`, if a hook wrote that request.
     pub(crate) fn take(&self, uid: u64) -> Option<Waiter> {
-        self.lock().waiting.remove(&uid)
+        self.lock().waiting.remove(uid)
     }
 
     /// The hooked call upstream request `uid` serves, if a hook wrote it.
     pub(crate) fn call_of(&self, uid: u64) -> Option<u64> {
-        self.lock().waiting.get(&uid).map(|w| w.call)
+        self.lock().waiting.get(uid).map(|w| w.call)
     }
 
     /// Progress arrived for `uid`: its deadline starts again. Returns the hooked call it serves
     /// and the hook's progress token.
     pub(crate) fn touch(&self, uid: u64) -> Option<(u64, Option<Box<str>>)> {
         let mut shared = self.lock();
-        let waiter = shared.waiting.get_mut(&uid)?;
-        waiter.deadline = self.request_timeout.map(|t| Instant::now() + t);
+        let (_, waiter) = shared
+            .waiting
+            .progress(itoa::Buffer::new().format(uid), self.request_timeout)?;
         Some((waiter.call, waiter.progress_token.clone()))
     }
 
     /// Removes and returns the waiters whose deadline is past.
     pub(crate) fn expired(&self, now: Instant) -> Vec<(u64, Waiter)> {
-        let mut shared = self.lock();
-        let uids: Vec<u64> = shared
-            .waiting
-            .iter()
-            .filter(|(_, w)| w.deadline.is_some_and(|d| d <= now))
-            .map(|(uid, _)| *uid)
-            .collect();
-        uids.into_iter()
-            .filter_map(|uid| shared.waiting.remove(&uid).map(|w| (uid, w)))
-            .collect()
+        self.lock().waiting.expired(now)
     }
 
     /// Whether any request written this way still waits for its answer.
     pub(crate) fn any_waiting(&self) -> bool {
         !self.lock().waiting.is_empty()
     }
-}
-
-/// Replaces `params._meta.progressToken` with `uid`; returns the params and the old token (raw
-/// JSON). `None` if the params are not a JSON object.
-fn swap_token(params: &str, uid: u64) -> Option<(String, Option<Box<str>>)> {
-    let mut map: Map<String, Value> = serde_json::from_str(params).ok()?;
-    let token = super::swap_progress_token(&mut map, uid);
-    Some((serde_json::to_string(&map).ok()?, token))
 }
 
 #[cfg(test)]

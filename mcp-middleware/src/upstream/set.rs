@@ -54,6 +54,7 @@ use tokio::sync::mpsc;
 use super::{Upstream, UpstreamEvent, UpstreamLink};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Message, range_in, splice};
+use crate::session::{Handshake, IdMap, Step};
 use crate::transport::queue::{LineQueue, Queued};
 use cursor::{CursorKey, Position};
 
@@ -177,14 +178,11 @@ impl ServerSet {
             }),
             from_children,
             children: Vec::new(),
-            next_id: 0,
-            waiting: HashMap::new(),
+            waiting: IdMap::default(),
             gathers: HashMap::new(),
-            server_requests: HashMap::new(),
+            server_requests: IdMap::default(),
             uri_owner: HashMap::new(),
-            initialize: None,
-            initialized: false,
-            log_level: None,
+            handshake: Handshake::default(),
         };
         for index in 0..self.servers.len() {
             let state = merger.start(index);
@@ -227,6 +225,31 @@ struct ChildState {
     /// Why it is down, when it is.
     down: Option<String>,
 }
+
+/// A request the merger sent a server, waiting for its answer.
+struct Asked {
+    /// The server it went to.
+    server: usize,
+    what: Waiting,
+}
+
+impl crate::session::Waiting for Asked {
+    fn peer_id(&self) -> Option<&str> {
+        match &self.what {
+            Waiting::Relay { up_id } => Some(up_id),
+            _ => None,
+        }
+    }
+}
+
+/// A request a server sent the client, waiting for the client's answer.
+struct ServerRequest {
+    server: usize,
+    /// The id the server gave it (raw JSON).
+    child_id: String,
+}
+
+impl crate::session::Waiting for ServerRequest {}
 
 /// What an answer from a server is for.
 enum Waiting {
@@ -294,16 +317,16 @@ struct Merger {
     up: Up,
     from_children: mpsc::Sender<(usize, UpstreamEvent)>,
     children: Vec<ChildState>,
-    next_id: u64,
-    /// By server and the id the merger gave the request.
-    waiting: HashMap<(usize, u64), Waiting>,
+    /// Requests sent to servers, by the id the merger gave them (ids are the merger's own
+    /// across all its servers, so the id alone names the request; gathers and walks are
+    /// numbered from the same ids).
+    waiting: IdMap<Asked>,
     gathers: HashMap<u64, Gather>,
     /// Requests from servers to the client, by the id the merger gave them.
-    server_requests: HashMap<u64, (usize, String)>,
+    server_requests: IdMap<ServerRequest>,
     uri_owner: HashMap<String, usize>,
-    initialize: Option<String>,
-    initialized: bool,
-    log_level: Option<String>,
+    /// What the session told the set, replayed to a server that is started again.
+    handshake: Handshake,
 }
 
 impl Merger {
@@ -373,8 +396,19 @@ impl Merger {
     }
 
     fn next_id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
+        self.waiting.next_id()
+    }
+
+    /// Sends server `index` request `method` under a fresh id, remembering what it is for.
+    fn ask(&mut self, index: usize, what: Waiting, method: &str, params: Option<&str>) {
+        let id = self.waiting.allocate(Asked {
+            server: index,
+            what,
+        });
+        self.send_child(
+            index,
+            jsonrpc::request(itoa::Buffer::new().format(id), method, params),
+        );
     }
 
     /// Makes sure server `index` runs, starting (and re-initializing) it if it died.
@@ -388,28 +422,24 @@ impl Merger {
         if self.children[index].link.is_none() {
             return false;
         }
-        if let Some(params) = self.initialize.clone() {
-            // Servers read their input in order, so the request can follow the handshake
-            // without waiting for its answer.
-            let id = self.next_id();
-            self.waiting.insert((index, id), Waiting::Own);
-            self.send_child(
-                index,
-                jsonrpc::request(&id.to_string(), "initialize", Some(&params)),
-            );
-            if self.initialized {
-                self.send_child(
-                    index,
-                    jsonrpc::notification("notifications/initialized", None),
-                );
-            }
-            if let Some(level) = self.log_level.clone() {
-                let id = self.next_id();
-                self.waiting.insert((index, id), Waiting::Own);
-                self.send_child(
-                    index,
-                    jsonrpc::request(&id.to_string(), "logging/setLevel", Some(&level)),
-                );
+        if let Some(params) = self.handshake.initialize.clone() {
+            // Servers read their input in order, so the replay can follow the handshake
+            // without waiting for its answer. The server's own subscriptions are those to
+            // resources it listed or answered for.
+            self.ask(index, Waiting::Own, "initialize", Some(&params));
+            let owner = &self.uri_owner;
+            let steps = self
+                .handshake
+                .after_initialize(|uri| owner.get(uri) == Some(&index));
+            for step in steps {
+                match step {
+                    Step::Notify(method) => {
+                        self.send_child(index, jsonrpc::notification(method, None))
+                    }
+                    Step::Request { method, params } => {
+                        self.ask(index, Waiting::Own, method, Some(&params))
+                    }
+                }
             }
         }
         true
@@ -438,15 +468,15 @@ impl Merger {
             Message::Notification { method, params } => self.on_notification(line, &method, params),
             Message::Result { id, .. } | Message::Error { id: Some(id), .. } => {
                 // The client's answer to a server's request.
-                let Some((index, child_id)) = id
+                let Some(request) = id
                     .parse::<u64>()
                     .ok()
-                    .and_then(|mid| self.server_requests.remove(&mid))
+                    .and_then(|mid| self.server_requests.remove(mid))
                 else {
                     return;
                 };
-                let out = splice(line, &[(range_in(line, id), child_id.as_str())]);
-                self.send_child(index, out);
+                let out = splice(line, &[(range_in(line, id), request.child_id.as_str())]);
+                self.send_child(request.server, out);
             }
             Message::Error { id: None, .. } => {}
         }
@@ -458,7 +488,7 @@ impl Merger {
             .unwrap_or_default();
         match method {
             "initialize" => {
-                self.initialize = params.map(str::to_owned);
+                self.handshake.initialize = params.map(str::to_owned);
                 let everyone = (0..self.children.len()).collect::<Vec<_>>();
                 self.gather(id, GatherKind::Initialize, everyone, method, params);
             }
@@ -475,7 +505,7 @@ impl Merger {
                 self.start_list(id, method, map).await
             }
             "logging/setLevel" => {
-                self.log_level = params.map(str::to_owned);
+                self.handshake.remember(method, params);
                 let everyone = self.live_or_restart();
                 self.gather(id, GatherKind::All, everyone, method, params);
             }
@@ -524,6 +554,7 @@ impl Merger {
                 }
             }
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                self.handshake.remember(method, params);
                 let uri = map.get("uri").and_then(Value::as_str).unwrap_or_default().to_owned();
                 self.route_uri(id, method, params, &uri);
             }
@@ -655,16 +686,11 @@ impl Merger {
             if let Some(cursor) = cursor {
                 params.insert("cursor".into(), cursor.into());
             }
-            let id = self.next_id();
-            self.waiting
-                .insert((index, id), Waiting::Page { walk: walk_id });
-            self.send_child(
+            self.ask(
                 index,
-                jsonrpc::request(
-                    &id.to_string(),
-                    walk.method,
-                    Some(&Value::Object(params).to_string()),
-                ),
+                Waiting::Page { walk: walk_id },
+                walk.method,
+                Some(&Value::Object(params).to_string()),
             );
             walk.asked += 1;
             self.walks.insert(walk_id, walk);
@@ -777,17 +803,10 @@ impl Merger {
             }));
             return;
         }
-        let id = self.next_id();
-        self.waiting.insert(
-            (index, id),
-            Waiting::Relay {
-                up_id: up_id.to_owned(),
-            },
-        );
-        self.send_child(
-            index,
-            jsonrpc::request(&id.to_string(), method, Some(params)),
-        );
+        let what = Waiting::Relay {
+            up_id: up_id.to_owned(),
+        };
+        self.ask(index, what, method, Some(params));
     }
 
     fn route_uri(&mut self, id: &str, method: &str, params: Option<&str>, uri: &str) {
@@ -828,12 +847,7 @@ impl Merger {
         let index = untried.remove(0);
         let (method, params) = (method.clone(), params.clone());
         let gather = self.next_id();
-        let id = self.next_id();
-        self.waiting.insert((index, id), Waiting::Part { gather });
-        self.send_child(
-            index,
-            jsonrpc::request(&id.to_string(), &method, params.as_deref()),
-        );
+        self.ask(index, Waiting::Part { gather }, &method, params.as_deref());
         self.gathers.insert(
             gather,
             Gather {
@@ -860,9 +874,7 @@ impl Merger {
             if self.children[index].link.is_none() {
                 continue;
             }
-            let id = self.next_id();
-            self.waiting.insert((index, id), Waiting::Part { gather });
-            self.send_child(index, jsonrpc::request(&id.to_string(), method, params));
+            self.ask(index, Waiting::Part { gather }, method, params);
             outstanding += 1;
         }
         self.gathers.insert(
@@ -891,17 +903,17 @@ impl Merger {
 
     fn on_notification(&mut self, line: &str, method: &str, params: Option<&str>) {
         match method {
-            "notifications/initialized" => self.initialized = true,
+            "notifications/initialized" => self.handshake.remember_notification(method),
             "notifications/cancelled" => {
                 let request = params
                     .and_then(|p| serde_json::from_str::<Map<String, Value>>(p).ok())
                     .and_then(|p| p.get("requestId").cloned());
                 let Some(request) = request else { return };
                 let up_id = request.to_string();
-                let targets: Vec<(usize, u64)> = self
+                let mut targets: Vec<(usize, u64)> = self
                     .waiting
                     .iter()
-                    .filter(|(_, w)| match w {
+                    .filter(|(_, asked)| match &asked.what {
                         Waiting::Relay { up_id: id } => *id == up_id,
                         Waiting::Part { gather } => {
                             self.gathers.get(gather).is_some_and(|g| g.up_id == up_id)
@@ -911,10 +923,11 @@ impl Merger {
                         }
                         Waiting::Own => false,
                     })
-                    .map(|(key, _)| *key)
+                    .map(|(id, asked)| (asked.server, *id))
                     .collect();
+                targets.sort_unstable();
                 for (index, id) in targets {
-                    self.waiting.remove(&(index, id));
+                    self.waiting.remove(id);
                     let params = json!({"requestId": id, "reason": "cancelled by the client"});
                     self.send_child(
                         index,
@@ -970,9 +983,14 @@ impl Merger {
             } => self.on_child_answer(index, line, id, Err(error)).await,
             Message::Error { id: None, .. } => self.send_up(line.to_owned()).await,
             Message::Request { id, .. } => {
-                let mid = self.next_id();
-                self.server_requests.insert(mid, (index, id.to_owned()));
-                let out = splice(line, &[(range_in(line, id), mid.to_string().as_str())]);
+                let mid = self.server_requests.allocate(ServerRequest {
+                    server: index,
+                    child_id: id.to_owned(),
+                });
+                let out = splice(
+                    line,
+                    &[(range_in(line, id), itoa::Buffer::new().format(mid))],
+                );
                 self.send_up(out).await;
             }
             Message::Notification { method, params } => {
@@ -988,10 +1006,10 @@ impl Merger {
                     let found = self
                         .server_requests
                         .iter()
-                        .find(|(_, (i, id))| *i == index && *id == child_id)
+                        .find(|(_, r)| r.server == index && r.child_id == child_id)
                         .map(|(mid, _)| *mid);
                     let Some(mid) = found else { return };
-                    self.server_requests.remove(&mid);
+                    self.server_requests.remove(mid);
                     map.insert("requestId".into(), mid.into());
                     let out = jsonrpc::notification(&method, Some(&Value::Object(map).to_string()));
                     self.send_up(out).await;
@@ -1009,14 +1027,17 @@ impl Merger {
         id: &str,
         outcome: Result<&str, &str>,
     ) {
-        let Some(waiting) = id
+        // Only the server it was sent to answers a request: an id another server echoes is
+        // not its to answer.
+        let Some(Asked { what, .. }) = id
             .parse::<u64>()
             .ok()
-            .and_then(|id| self.waiting.remove(&(index, id)))
+            .filter(|id| self.waiting.get(*id).is_some_and(|a| a.server == index))
+            .and_then(|id| self.waiting.remove(id))
         else {
             return;
         };
-        match waiting {
+        match what {
             Waiting::Relay { up_id } => {
                 let out = splice(line, &[(range_in(line, id), up_id.as_str())]);
                 self.send_up(out).await;
@@ -1060,10 +1081,25 @@ impl Merger {
             self.start_first_success(&up_id, gather.kind);
             return;
         }
+        // The server that took a subscription to a resource nobody listed owns it: a restart
+        // of that server replays the subscription to it.
+        let subscribed = match &gather.kind {
+            GatherKind::FirstSuccess { method, params, .. }
+                if answer.is_ok() && method == "resources/subscribe" =>
+            {
+                params
+                    .as_deref()
+                    .and_then(|p| serde_json::from_str::<Map<String, Value>>(p).ok())
+                    .and_then(|p| p.get("uri").and_then(Value::as_str).map(str::to_owned))
+            }
+            _ => None,
+        };
         gather.answers.push((index, answer));
-        if gather.outstanding == 0
-            && let Some(done) = self.gathers.remove(&gather_id)
-        {
+        let done = gather.outstanding == 0;
+        if let Some(uri) = subscribed {
+            self.uri_owner.insert(uri, index);
+        }
+        if done && let Some(done) = self.gathers.remove(&gather_id) {
             let line = self.merge(done);
             self.send_up(line).await;
         }
@@ -1143,16 +1179,18 @@ impl Merger {
         self.children[index].link = None;
         self.children[index].down = Some(reason.clone());
         self.write_status();
-        let failed: Vec<((usize, u64), Waiting)> = self
+        let mut ids: Vec<u64> = self
             .waiting
             .iter()
-            .filter(|((i, _), _)| *i == index)
-            .map(|(key, _)| *key)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .filter_map(|key| self.waiting.remove(&key).map(|w| (key, w)))
+            .filter(|(_, asked)| asked.server == index)
+            .map(|(id, _)| *id)
             .collect();
-        for (_, waiting) in failed {
+        ids.sort_unstable();
+        let failed: Vec<Waiting> = ids
+            .into_iter()
+            .filter_map(|id| self.waiting.remove(id).map(|asked| asked.what))
+            .collect();
+        for waiting in failed {
             let error = json!({
                 "code": jsonrpc::UPSTREAM_UNAVAILABLE,
                 "message": format!("{reason} before answering; the next request starts it again"),
@@ -1167,7 +1205,7 @@ impl Merger {
                 Waiting::Own => {}
             }
         }
-        self.server_requests.retain(|_, (i, _)| *i != index);
+        self.server_requests.retain(|_, r| r.server != index);
     }
 
     /// Writes every server's state to the status file, if there is one.
