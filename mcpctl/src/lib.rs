@@ -39,6 +39,7 @@ mod cli;
 mod client;
 mod completion;
 mod edit;
+mod eras;
 mod model_config;
 mod models;
 mod otel;
