@@ -64,8 +64,9 @@ if "--extras" in sys.argv:
         return "logged"
 
     @mcp.tool()
-    async def wait_forever() -> str:
-        """Sleeps until cancelled."""
+    async def wait_forever(ctx: Context) -> str:
+        """Reports one progress notification (so the caller knows it runs), then sleeps until cancelled."""
+        await ctx.report_progress(1, None, "waiting")
         await anyio.sleep_forever()
         return "never"
 

@@ -24,7 +24,6 @@ const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
 const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
-const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 /// The handshake versions a bridged `initialize` may be answered with (the client's, if it is
 /// one of these; else the newest).
 const HANDSHAKE_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -607,7 +606,8 @@ impl Bridged {
             }
         }
         if let Some(Value::Object(meta)) = call.params.get_mut("_meta") {
-            meta.extend(self.envelope_now());
+            // The log level may have changed since the first attempt.
+            meta.extend(self.envelope());
         }
         let retry_id = self.next_id("retry");
         let line = jsonrpc::request(
@@ -619,11 +619,6 @@ impl Bridged {
             .insert(call.session_id.clone(), retry_id.clone());
         self.calls.insert(retry_id, call);
         vec![Out::Up(line, Belongs::Unsaid)]
-    }
-
-    /// The envelope as it is now (the log level may have changed since the first attempt).
-    fn envelope_now(&self) -> Map<String, Value> {
-        self.envelope()
     }
 
     fn from_upstream(&mut self, line: String, request: Option<Box<str>>) -> Vec<Out> {
@@ -722,7 +717,8 @@ mod tests {
     fn bridged() -> Bridge {
         let mut bridge = Bridge::new("m".into(), None);
         let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{}},"clientInfo":{"name":"c","version":"1"}}}"#;
-        assert!(bridge.from_session(init.into(), Belongs::Unsaid).is_empty());
+        let out = lines(bridge.from_session(init.into(), Belongs::Unsaid));
+        assert_eq!(out[0].1["method"], "initialize", "the client's initialize goes up first");
         let refused = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"no"}}"#;
         let out = lines(bridge.from_upstream(refused.into(), None));
         assert_eq!(out[0].1["method"], "server/discover");
