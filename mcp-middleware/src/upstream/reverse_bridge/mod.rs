@@ -46,7 +46,9 @@ where
 {
     let (tx, mut from_upstream) = mpsc::channel::<UpstreamEvent>(64);
     let inner = spawn(tx)?;
-    let (outgoing, mut from_session) = LineQueue::new(usize::MAX);
+    // The session sees the backlog of the server's own queue (it refuses requests when the
+    // server stops reading), not of this adapter's, which it empties at once.
+    let (outgoing, mut from_session) = LineQueue::sharing(inner.queue().gauge().clone());
     let task = tokio::spawn(async move {
         let up = inner.queue();
         let mut bridge = Bridge::new(name, record);
