@@ -10,7 +10,10 @@ use serde_json::{Value, json};
 
 /// `$MCPCTL_HOME/status/PROJECT.eras.json`: an object keyed by server name.
 pub(crate) fn era_file(store: &Store, project: &str) -> PathBuf {
-    store.root().join("status").join(format!("{project}.eras.json"))
+    store
+        .root()
+        .join("status")
+        .join(format!("{project}.eras.json"))
 }
 
 /// Where the proxy of `project` records server `server`'s era.

@@ -270,7 +270,10 @@ fn upstreams(
                 .status_file(status_file(store, &project.name));
             for server in several {
                 let recorded = crate::eras::record_for(store, &project.name, &server.name);
-                set = set.server(&server.name, upstream(server, secrets)?.era_record(recorded));
+                set = set.server(
+                    &server.name,
+                    upstream(server, secrets)?.era_record(recorded),
+                );
             }
             Ok(Proxy::new(set))
         }

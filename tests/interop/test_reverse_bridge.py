@@ -387,3 +387,46 @@ async def test_a_project_of_both_eras_over_http(home: Path, mode: str) -> None:
                             elicitation_callback=on_elicitation, cache=None)
             async with client:
                 await check_mixed(client, HANDSHAKE if mode == "legacy" else MODERN)
+
+
+def described_eras(home: Path, project: str) -> dict[str, Any]:
+    assert PROXY is not None
+    env = {**os.environ, "MCPCTL_HOME": str(home)}
+    done = subprocess.run([PROXY, "describe", "project", project, "-o", "json"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return {e["name"]: e for e in json.loads(done.stdout)["status"]["serverEras"] or []}
+
+
+async def test_a_server_that_changes_era_across_a_restart_is_probed_again(tmp_path: Path) -> None:
+    """First start 2026-only, bridged; after a crash the restarted server speaks only the handshake."""
+    assert PROXY is not None
+    flip = [sys.executable, str(SERVERS / "era_flip_server.py"), str(tmp_path / "started")]
+    spec = tmp_path / "flip.yaml"
+    docs = [
+        {"kind": "Server", "metadata": {"name": "flip"}, "spec": {"command": flip[0], "args": flip[1:]}},
+        {"kind": "Project", "metadata": {"name": "flipping"}, "spec": {"servers": ["flip"], "proxyModel": "passthrough"}},
+    ]
+    spec.write_text("\n---\n".join(json.dumps(d) for d in docs), encoding="utf-8")
+    home = tmp_path / "home"
+    env = {**os.environ, "MCPCTL_HOME": str(home)}
+    done = subprocess.run([PROXY, "apply", "-f", str(spec)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    os.environ["MCPCTL_HOME"] = str(home)
+    try:
+        async with connect([PROXY, "proxy", "flipping"], "legacy", "test_reverse_bridge flip") as conn:
+            c = conn.client
+            assert text_of((await c.call_tool("echo", {"text": "one"})).content[0]) == "echo: one"
+            first = described_eras(home, "flipping")["flip"]
+            assert first["era"] == "stateless" and first["bridged"] is True
+            with pytest.raises(MCPError):
+                await c.call_tool("crash", {})
+            # The next request restarts the server; its era is found out again.
+            assert text_of((await c.call_tool("echo", {"text": "two"})).content[0]) == "echo: two"
+            greet = await c.call_tool("greet", {})
+            assert [text_of(b) for b in greet.content] == [f"hello {ELICITED_NAME}"]
+            second = described_eras(home, "flipping")["flip"]
+            assert second["era"] == "handshake" and second["bridged"] is False
+            assert second["seenAt"] >= first["seenAt"]
+    finally:
+        del os.environ["MCPCTL_HOME"]

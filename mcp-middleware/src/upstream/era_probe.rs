@@ -78,7 +78,9 @@ impl EraRecord {
     /// Writes what was seen, keeping the other servers' entries. A failure is logged: the
     /// record is for display, the session does not depend on it.
     pub(crate) fn write(&self, seen: &EraSeen) {
-        let _guard = WRITING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _guard = WRITING
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut all = read(&self.path).unwrap_or_default();
         let seen_at = SystemTime::now()
             .duration_since(UNIX_EPOCH)

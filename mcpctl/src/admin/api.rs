@@ -100,7 +100,10 @@ pub(crate) async fn servers(state: &AdminState) -> Response<Body> {
                 (None, None) => ("running", None),
             };
             // The era the server was last seen speaking (recorded when it was connected).
-            let era = eras.as_ref().and_then(|eras| eras.get(name.as_str())).cloned();
+            let era = eras
+                .as_ref()
+                .and_then(|eras| eras.get(name.as_str()))
+                .cloned();
             json!({
                 "name": name,
                 "status": status,

@@ -64,7 +64,7 @@ where
                         let _ = up.send_record(line, belongs);
                         continue;
                     }
-                    for out in bridge.from_session(line, belongs) {
+                    for out in bridge.on_session_line(line, belongs) {
                         if !deliver(out, &up, &events, generation).await {
                             return;
                         }
@@ -96,7 +96,7 @@ where
                         }
                         continue;
                     }
-                    for out in bridge.from_upstream(line, request) {
+                    for out in bridge.on_upstream_line(line, request) {
                         if !deliver(out, &up, &events, generation).await {
                             return;
                         }

@@ -138,13 +138,13 @@ impl Bridge {
     }
 
     /// A line the session wrote for the server.
-    pub(super) fn from_session(&mut self, line: String, belongs: Belongs) -> Vec<Out> {
+    pub(super) fn on_session_line(&mut self, line: String, belongs: Belongs) -> Vec<Out> {
         match &mut self.phase {
             Phase::Initializing { held, .. } | Phase::Probing { held, .. } => {
                 held.push((line, belongs));
                 return Vec::new();
             }
-            Phase::Bridged(bridged) => return bridged.from_session(&self.name, line, belongs),
+            Phase::Bridged(bridged) => return bridged.on_session_line(&self.name, line, belongs),
             Phase::Undecided | Phase::Transparent { .. } => {}
         }
         let Ok(message) = serde_json::from_str::<Value>(&line) else {
@@ -182,9 +182,9 @@ impl Bridge {
     }
 
     /// A line the server wrote; `request` is the id of the request whose stream carried it.
-    pub(super) fn from_upstream(&mut self, line: String, request: Option<Box<str>>) -> Vec<Out> {
+    pub(super) fn on_upstream_line(&mut self, line: String, request: Option<Box<str>>) -> Vec<Out> {
         match &mut self.phase {
-            Phase::Bridged(bridged) => return bridged.from_upstream(line, request),
+            Phase::Bridged(bridged) => return bridged.on_upstream_line(line, request),
             Phase::Undecided => return vec![Out::Down(line, request)],
             _ => {}
         }
@@ -217,11 +217,7 @@ impl Bridge {
                     return out;
                 }
                 tracing::info!(server = %self.name, "the upstream refused initialize; probing server/discover");
-                let meta = envelope(
-                    params.get("clientInfo"),
-                    params.get("capabilities"),
-                    None,
-                );
+                let meta = envelope(params.get("clientInfo"), params.get("capabilities"), None);
                 let probe = jsonrpc::request(
                     PROBE_ID,
                     "server/discover",
@@ -273,7 +269,7 @@ impl Bridge {
                 )];
                 out.extend(bridged.listen());
                 for (line, belongs) in held {
-                    out.extend(bridged.from_session(&self.name, line, belongs));
+                    out.extend(bridged.on_session_line(&self.name, line, belongs));
                 }
                 self.phase = Phase::Bridged(Box::new(bridged));
                 out
@@ -398,7 +394,8 @@ impl Bridged {
     fn listen(&mut self) -> Vec<Out> {
         let mut out = Vec::new();
         if let Some(old) = self.listen.take() {
-            let params = json!({ "requestId": serde_json::from_str::<Value>(&old).unwrap_or(Value::Null) });
+            let params =
+                json!({ "requestId": serde_json::from_str::<Value>(&old).unwrap_or(Value::Null) });
             out.push(Out::Up(
                 jsonrpc::notification("notifications/cancelled", Some(&params.to_string())),
                 Belongs::Unsaid,
@@ -408,7 +405,10 @@ impl Bridged {
         for (pointer, key) in [
             ("/capabilities/tools/listChanged", "toolsListChanged"),
             ("/capabilities/prompts/listChanged", "promptsListChanged"),
-            ("/capabilities/resources/listChanged", "resourcesListChanged"),
+            (
+                "/capabilities/resources/listChanged",
+                "resourcesListChanged",
+            ),
         ] {
             if self.flag(pointer) {
                 filter.insert(key.into(), true.into());
@@ -433,7 +433,7 @@ impl Bridged {
         out
     }
 
-    fn from_session(&mut self, name: &str, line: String, belongs: Belongs) -> Vec<Out> {
+    fn on_session_line(&mut self, name: &str, line: String, belongs: Belongs) -> Vec<Out> {
         let Ok(Value::Object(mut message)) = serde_json::from_str::<Value>(&line) else {
             return vec![Out::Up(line, belongs)];
         };
@@ -503,8 +503,11 @@ impl Bridged {
                             params.insert("_meta".into(), Value::Object(envelope));
                         }
                     }
-                    let line =
-                        jsonrpc::request(&id, method, Some(&Value::Object(params.clone()).to_string()));
+                    let line = jsonrpc::request(
+                        &id,
+                        method,
+                        Some(&Value::Object(params.clone()).to_string()),
+                    );
                     self.by_session.insert(id.clone(), id.clone());
                     self.calls.insert(
                         id.clone(),
@@ -621,7 +624,7 @@ impl Bridged {
         vec![Out::Up(line, Belongs::Unsaid)]
     }
 
-    fn from_upstream(&mut self, line: String, request: Option<Box<str>>) -> Vec<Out> {
+    fn on_upstream_line(&mut self, line: String, request: Option<Box<str>>) -> Vec<Out> {
         // Lines carried on a retry's stream belong to the session's request.
         let during = request.map(|up| {
             self.calls
@@ -717,14 +720,17 @@ mod tests {
     fn bridged() -> Bridge {
         let mut bridge = Bridge::new("m".into(), None);
         let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{}},"clientInfo":{"name":"c","version":"1"}}}"#;
-        let out = lines(bridge.from_session(init.into(), Belongs::Unsaid));
-        assert_eq!(out[0].1["method"], "initialize", "the client's initialize goes up first");
+        let out = lines(bridge.on_session_line(init.into(), Belongs::Unsaid));
+        assert_eq!(
+            out[0].1["method"], "initialize",
+            "the client's initialize goes up first"
+        );
         let refused = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"no"}}"#;
-        let out = lines(bridge.from_upstream(refused.into(), None));
+        let out = lines(bridge.on_upstream_line(refused.into(), None));
         assert_eq!(out[0].1["method"], "server/discover");
         assert_eq!(out[0].1["params"]["_meta"][CLIENT_INFO_KEY]["name"], "c");
         let discover = r#"{"jsonrpc":"2.0","id":"mcpmw-era-probe","result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},"instructions":"hi","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"2"}}}}"#;
-        let out = lines(bridge.from_upstream(discover.into(), None));
+        let out = lines(bridge.on_upstream_line(discover.into(), None));
         assert_eq!(out[0].1["id"], 1);
         assert_eq!(out[0].1["result"]["serverInfo"]["name"], "s");
         assert_eq!(out[0].1["result"]["instructions"], "hi");
@@ -740,13 +746,16 @@ mod tests {
     #[test]
     fn answers_initialize_from_discovery_and_wraps_requests() {
         let mut bridge = bridged();
-        let out = lines(bridge.from_session(
+        let out = lines(bridge.on_session_line(
             r#"{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}"#
                 .into(),
             Belongs::Unsaid,
         ));
-        assert_eq!(out, vec![(false, json!({"jsonrpc":"2.0","id":2,"result":{}}))]);
-        let out = lines(bridge.from_session(
+        assert_eq!(
+            out,
+            vec![(false, json!({"jsonrpc":"2.0","id":2,"result":{}}))]
+        );
+        let out = lines(bridge.on_session_line(
             r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","_meta":{"progressToken":7}}}"#.into(),
             Belongs::Unsaid,
         ));
@@ -754,21 +763,27 @@ mod tests {
         assert_eq!(meta["progressToken"], 7);
         assert_eq!(meta[PROTOCOL_VERSION_KEY], STATELESS_VERSION);
         assert_eq!(meta[LOG_LEVEL_KEY], "debug");
-        let out = lines(bridge.from_upstream(
+        let out = lines(bridge.on_upstream_line(
             r#"{"jsonrpc":"2.0","id":3,"result":{"resultType":"complete","content":[],"_meta":{"io.modelcontextprotocol/serverInfo":{}}}}"#.into(),
             None,
         ));
-        assert_eq!(out, vec![(false, json!({"jsonrpc":"2.0","id":3,"result":{"content":[]}}))]);
+        assert_eq!(
+            out,
+            vec![(
+                false,
+                json!({"jsonrpc":"2.0","id":3,"result":{"content":[]}})
+            )]
+        );
     }
 
     #[test]
     fn turns_input_rounds_into_client_requests_and_retries() {
         let mut bridge = bridged();
-        bridge.from_session(
+        bridge.on_session_line(
             r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"greet"}}"#.into(),
             Belongs::Unsaid,
         );
-        let out = bridge.from_upstream(
+        let out = bridge.on_upstream_line(
             r#"{"jsonrpc":"2.0","id":4,"result":{"resultType":"input_required","requestState":"s1","inputRequests":{"k":{"method":"elicitation/create","params":{"message":"name?"}}}}}"#.into(),
             None,
         );
@@ -779,13 +794,13 @@ mod tests {
         let ask: Value = serde_json::from_str(&ask).unwrap();
         assert_eq!(ask["method"], "elicitation/create");
         let answer = json!({"jsonrpc":"2.0","id":ask["id"],"result":{"action":"accept","content":{"name":"x"}}});
-        let out = lines(bridge.from_session(answer.to_string(), Belongs::Unsaid));
+        let out = lines(bridge.on_session_line(answer.to_string(), Belongs::Unsaid));
         let retry = &out[0].1;
         assert_eq!(retry["method"], "tools/call");
         assert_eq!(retry["params"]["requestState"], "s1");
         assert_eq!(retry["params"]["inputResponses"]["k"]["action"], "accept");
         let done = json!({"jsonrpc":"2.0","id":retry["id"],"result":{"resultType":"complete","content":[{"type":"text","text":"hello x"}]}});
-        let out = lines(bridge.from_upstream(done.to_string(), None));
+        let out = lines(bridge.on_upstream_line(done.to_string(), None));
         assert_eq!(out[0].1["id"], 4);
         assert_eq!(out[0].1["result"]["content"][0]["text"], "hello x");
     }
@@ -793,12 +808,12 @@ mod tests {
     #[test]
     fn serves_ping_subscribe_and_refuses_tasks() {
         let mut bridge = bridged();
-        let out = lines(bridge.from_session(
+        let out = lines(bridge.on_session_line(
             r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#.into(),
             Belongs::Unsaid,
         ));
         assert_eq!(out[0].1["result"], json!({}));
-        let out = lines(bridge.from_session(
+        let out = lines(bridge.on_session_line(
             r#"{"jsonrpc":"2.0","id":6,"method":"resources/subscribe","params":{"uri":"a://b"}}"#
                 .into(),
             Belongs::Unsaid,
@@ -808,26 +823,28 @@ mod tests {
             out[2].1["params"]["notifications"]["resourceSubscriptions"],
             json!(["a://b"])
         );
-        let out = lines(bridge.from_session(
-            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","task":{}}}"#
-                .into(),
-            Belongs::Unsaid,
-        ));
+        let out = lines(
+            bridge.on_session_line(
+                r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","task":{}}}"#
+                    .into(),
+                Belongs::Unsaid,
+            ),
+        );
         assert_eq!(out[0].1["error"]["code"], INVALID_REQUEST);
     }
 
     #[test]
     fn a_handshake_server_is_left_alone() {
         let mut bridge = Bridge::new("l".into(), None);
-        bridge.from_session(
+        bridge.on_session_line(
             r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#.into(),
             Belongs::Unsaid,
         );
-        bridge.from_session(
+        bridge.on_session_line(
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into(),
             Belongs::Unsaid,
         );
-        let out = bridge.from_upstream(
+        let out = bridge.on_upstream_line(
             r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}}"#.into(),
             None,
         );
