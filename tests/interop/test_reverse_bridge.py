@@ -430,3 +430,56 @@ async def test_a_server_that_changes_era_across_a_restart_is_probed_again(tmp_pa
             assert second["seenAt"] >= first["seenAt"]
     finally:
         del os.environ["MCPCTL_HOME"]
+
+
+# =========================================================================== 4. an HTTP upstream
+
+
+@pytest.fixture(scope="module")
+def modern_http() -> Any:
+    """`modern_http_server.py`: the 2026-only server with extras, over streamable HTTP."""
+    from conftest import free_port
+
+    LOG_DIR.mkdir(exist_ok=True)
+    errlog = open(LOG_DIR / "server-stderr.log", "a", encoding="utf-8")  # noqa: SIM115
+    served = ServedProcess([sys.executable, str(SERVERS / "modern_http_server.py"), str(free_port())],
+                           dict(os.environ), errlog)
+    try:
+        yield served
+    finally:
+        served.stop()
+        errlog.close()
+
+
+async def test_a_legacy_client_in_front_of_a_2026_only_http_upstream(modern_http: Any) -> None:
+    assert PROXY is not None and modern_http.url is not None
+    cmd = [PROXY, "proxy", "--model", "passthrough", "--url", modern_http.url]
+    async with connect(cmd, "legacy", "test_reverse_bridge http legacy") as conn:
+        c = conn.client
+        assert c.protocol_version == HANDSHAKE
+        assert c.server_info is not None and c.server_info.name == "interop-dual-server"
+        assert text_of((await c.call_tool("echo", {"text": "http"})).content[0]) == "echo: http"
+        greet = await c.call_tool("greet", {})
+        assert [text_of(b) for b in greet.content] == [f"hello {ELICITED_NAME}"]
+        mark = conn.wire.mark()
+        both = await c.call_tool("sample_and_roots", {"topic": "http"})
+        assert both.is_error is False, both
+        assert len(conn.inbound("sampling/createMessage", mark)) == 1
+        assert len(conn.inbound("roots/list", mark)) == 1
+        await c.send_ping()
+        raw = conn.response(conn.out("tools/call", mark)[0])["result"]
+        assert "resultType" not in raw
+
+
+async def test_a_2026_client_in_front_of_a_2026_only_http_upstream(modern_http: Any) -> None:
+    """Passed through: the proxy, as the HTTP client, sends the 2026-07-28 routing headers."""
+    assert PROXY is not None and modern_http.url is not None
+    cmd = [PROXY, "proxy", "--model", "passthrough", "--url", modern_http.url]
+    async with connect(cmd, MODERN, "test_reverse_bridge http 2026") as conn:
+        c = conn.client
+        assert c.protocol_version == MODERN
+        assert text_of((await c.call_tool("echo", {"text": "é http"})).content[0]) == "echo: é http"
+        greet = await c.call_tool("greet", {})
+        assert [text_of(b) for b in greet.content] == [f"hello {ELICITED_NAME}"]
+        read = await c.read_resource(NOTES_URI)
+        assert read.contents[0].text.startswith("first note")  # type: ignore[union-attr]

@@ -637,6 +637,11 @@ impl Client {
         }
         if let Some(version) = &session.protocol_version {
             builder = builder.header("mcp-protocol-version", version);
+        } else if let Some(line) = line {
+            // A 2026-07-28 request has no session: its headers come from its envelope and body.
+            for (name, value) in super::stateless_http::routing_headers(line) {
+                builder = builder.header(name, value);
+            }
         }
         if let Some(last) = last_event_id {
             builder = builder.header("last-event-id", last);

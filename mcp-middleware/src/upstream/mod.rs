@@ -11,6 +11,7 @@ pub(crate) mod http;
 mod parent_death;
 mod reverse_bridge;
 mod set;
+mod stateless_http;
 mod sse;
 mod stdio;
 pub(crate) mod token_exchange;
