@@ -11,8 +11,8 @@ pub(crate) mod http;
 mod parent_death;
 mod reverse_bridge;
 mod set;
-mod stateless_http;
 mod sse;
+mod stateless_http;
 mod stdio;
 pub(crate) mod token_exchange;
 
