@@ -1,6 +1,6 @@
 //! Which protocol era an upstream speaks, as the proxy last saw it, and where that is recorded.
 //!
-//! The proxy learns an upstream's era when it connects it (see [`super::reverse_bridge`]): a
+//! The proxy learns an upstream's era when it connects it (the reverse bridge's era adapter): a
 //! successful `initialize` makes it a handshake (2025-11-25) server, a successful
 //! `server/discover` offering 2026-07-28 a stateless one. What it saw is written to an era
 //! file ([`EraRecord`]) so that `mcpctl describe project` and the admin API can show it without

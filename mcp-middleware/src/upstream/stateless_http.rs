@@ -63,11 +63,11 @@ mod tests {
 
     #[test]
     fn mirrors_the_method_and_name_of_a_stateless_request() {
-        let line = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"échо","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        let line = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"é","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
         let headers = routing_headers(line);
         assert_eq!(headers[0], ("mcp-protocol-version", "2026-07-28".into()));
         assert_eq!(headers[1], ("mcp-method", "tools/call".into()));
-        assert_eq!(headers[2].1, "=?base64?w6nRh9C+?=");
+        assert_eq!(headers[2], ("mcp-name", "=?base64?w6k=?=".into()));
         assert!(routing_headers(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).is_empty());
     }
 }
