@@ -483,3 +483,30 @@ async def test_a_2026_client_in_front_of_a_2026_only_http_upstream(modern_http: 
         assert [text_of(b) for b in greet.content] == [f"hello {ELICITED_NAME}"]
         read = await c.read_resource(NOTES_URI)
         assert read.contents[0].text.startswith("first note")  # type: ignore[union-attr]
+
+
+async def test_the_admin_api_shows_each_servers_era(home: Path, tmp_path: Path) -> None:
+    """`GET /api/servers` carries each server's era as last seen (its session connects them)."""
+    import re
+    import urllib.request
+
+    assert PROXY is not None
+    token = "reverse-bridge-admin-token-0123456789"
+    tokens = tmp_path / "admin-tokens"
+    tokens.write_text(f"ops {token}\n", encoding="utf-8")
+    env = {**os.environ, "MCPCTL_HOME": str(home)}
+    argv = [PROXY, "serve", "mixed", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+            "--admin-tokens", str(tokens)]
+    with ServedProcess(argv, env, ready="admin listening on ") as served:
+        found = re.search(r"admin listening on (\S+)", served.stderr_text())
+        assert found is not None, served.stderr_text()
+        request = urllib.request.Request(found.group(1).rstrip("/") + "/api/servers",
+                                         headers={"Authorization": f"Bearer {token}"})
+
+        def fetch() -> Any:
+            with urllib.request.urlopen(request, timeout=READ_TIMEOUT) as answer:  # noqa: S310
+                return json.load(answer)
+
+        servers = {s["name"]: s for s in (await anyio.to_thread.run_sync(fetch))["servers"]}
+    assert servers["modern"]["era"]["era"] == "stateless" and servers["modern"]["era"]["bridged"] is True
+    assert servers["legacy"]["era"]["era"] == "handshake"
