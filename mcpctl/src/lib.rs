@@ -40,6 +40,8 @@ mod client;
 mod completion;
 mod edit;
 mod live;
+
+mod eras;
 mod model_config;
 mod models;
 mod otel;

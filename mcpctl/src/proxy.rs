@@ -290,14 +290,19 @@ fn upstreams(
             // One server is served as it is, with no status file: drop one left from when the
             // project had several, so `describe` does not show it.
             let _ = std::fs::remove_file(status_file(store, &project.name));
-            Ok(Proxy::new(upstream(server, secrets)?))
+            let recorded = crate::eras::record_for(store, &project.name, &server.name);
+            Ok(Proxy::new(upstream(server, secrets)?.era_record(recorded)))
         }
         several => {
             let mut set = ServerSet::new()
                 .separator(project.spec.separator())
                 .status_file(status_file(store, &project.name));
             for server in several {
-                set = set.server(&server.name, upstream(server, secrets)?);
+                let recorded = crate::eras::record_for(store, &project.name, &server.name);
+                set = set.server(
+                    &server.name,
+                    upstream(server, secrets)?.era_record(recorded),
+                );
             }
             Ok(Proxy::new(set))
         }

@@ -124,6 +124,7 @@ pub(crate) fn describe_project(args: &DescribeArgs) -> anyhow::Result<()> {
     };
     let file = store.path_of(Kind::Project, &project.name);
     let status = server_status(&store, &project.name, &project.spec.servers);
+    let eras = crate::eras::server_eras(&store, &project.name, &project.spec.servers);
     if args.output.output != Output::Table {
         let mut described = document(&project)?;
         described["status"] = json!({
@@ -139,6 +140,7 @@ pub(crate) fn describe_project(args: &DescribeArgs) -> anyhow::Result<()> {
                 "name": p.name, "tags": p.spec.tags, "bytes": p.spec.content.len(),
             })).collect::<Vec<_>>(),
             "serverStatus": status,
+            "serverEras": eras,
         });
         return print_documents(args.output.output, &[described], true);
     }
@@ -176,6 +178,13 @@ pub(crate) fn describe_project(args: &DescribeArgs) -> anyhow::Result<()> {
                 Some(reason) => writeln!(out, "  {}  {}: {reason}", field("name"), field("state"))?,
                 None => writeln!(out, "  {}  {}", field("name"), field("state"))?,
             }
+        }
+    }
+    if let Some(Value::Array(eras)) = &eras {
+        writeln!(out, "Server eras (as last seen, not probed now):")?;
+        for seen in eras {
+            let name = seen.get("name").and_then(Value::as_str).unwrap_or("-");
+            writeln!(out, "  {name}  {}", crate::eras::describe(seen))?;
         }
     }
     writeln!(out, "Prompts:")?;

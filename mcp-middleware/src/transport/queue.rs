@@ -146,6 +146,13 @@ impl LineQueue {
         )
     }
 
+    /// A queue counted on `gauge`, which another queue already counts on: an adapter between a
+    /// writer and a queue it forwards to shows the writer the backlog of the queue behind it.
+    pub(crate) fn sharing(gauge: Arc<Gauge>) -> (Self, UnboundedReceiver<Queued>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Self { tx, gauge }, rx)
+    }
+
     /// Queues one line (counted with its newline). Fails only when the receiver is gone.
     pub(crate) fn send(&self, line: String) -> Result<(), SendError<String>> {
         self.send_record(line, Belongs::Unsaid)

@@ -63,6 +63,7 @@ pub struct HttpUpstream {
     /// Token exchange for `Authorization` (issue 17), and the session's caller it exchanges for.
     token_exchange: Option<TokenExchange>,
     caller: Option<Caller>,
+    era_record: Option<super::EraRecord>,
 }
 
 impl HttpUpstream {
@@ -74,7 +75,18 @@ impl HttpUpstream {
             ca_files: Vec::new(),
             token_exchange: None,
             caller: None,
+            era_record: None,
         }
+    }
+
+    /// Records the protocol era this server is seen speaking in `record` (for `describe`).
+    pub fn era_record(mut self, record: super::EraRecord) -> Self {
+        self.era_record = Some(record);
+        self
+    }
+
+    pub(crate) fn era_record_of(&self) -> Option<&super::EraRecord> {
+        self.era_record.as_ref()
     }
 
     /// Sends `Authorization: Bearer TOKEN` where `TOKEN` is exchanged for the caller's own
@@ -625,6 +637,11 @@ impl Client {
         }
         if let Some(version) = &session.protocol_version {
             builder = builder.header("mcp-protocol-version", version);
+        } else if let Some(line) = line {
+            // A 2026-07-28 request has no session: its headers come from its envelope and body.
+            for (name, value) in super::stateless_http::routing_headers(line) {
+                builder = builder.header(name, value);
+            }
         }
         if let Some(last) = last_event_id {
             builder = builder.header("last-event-id", last);

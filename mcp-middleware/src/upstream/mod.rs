@@ -6,10 +6,13 @@
 
 mod env_refs;
 mod environment;
+pub mod era_probe;
 pub(crate) mod http;
 mod parent_death;
+mod reverse_bridge;
 mod set;
 mod sse;
+mod stateless_http;
 mod stdio;
 pub(crate) mod token_exchange;
 
@@ -21,6 +24,7 @@ pub use env_refs::env_references;
 /// For other `${env:VAR}` settings resolved in the proxy (the LLM endpoint's key).
 pub(crate) use env_refs::resolve as resolve_env_refs;
 pub use environment::{DEFAULT_INHERITED, EnvPolicy};
+pub use era_probe::{Era, EraRecord, EraSeen, read_era_file};
 pub use http::HttpUpstream;
 pub use set::ServerSet;
 pub(crate) use stdio::UpstreamLink;
@@ -51,10 +55,40 @@ impl Upstream {
     where
         E: From<UpstreamEvent> + Send + 'static,
     {
+        // Each server goes through the era adapter (the reverse bridge), per start.
         match self {
-            Upstream::Stdio(server) => server.spawn(generation, max_line, events),
-            Upstream::Http(server) => server.spawn(generation, max_line, events),
+            Upstream::Stdio(server) => reverse_bridge::connect(
+                server.to_string(),
+                server.era_record_of().cloned(),
+                generation,
+                events,
+                |tx| server.spawn(generation, max_line, tx),
+            ),
+            Upstream::Http(server) => reverse_bridge::connect(
+                server.to_string(),
+                server.era_record_of().cloned(),
+                generation,
+                events,
+                |tx| server.spawn(generation, max_line, tx),
+            ),
             Upstream::Set(set) => set.spawn(generation, max_line, events),
+        }
+    }
+
+    /// Records the era this server is seen speaking in `record` (each time it is connected).
+    /// A set records per server through its own servers' records; for it this does nothing.
+    ///
+    /// ```
+    /// use mcp_middleware::upstream::{EraRecord, StdioServer, Upstream};
+    /// let upstream = Upstream::from(StdioServer::new("node"))
+    ///     .era_record(EraRecord::new("/tmp/p.eras.json", "everything"));
+    /// assert_eq!(upstream.to_string(), "node");
+    /// ```
+    pub fn era_record(self, record: EraRecord) -> Self {
+        match self {
+            Upstream::Stdio(server) => Upstream::Stdio(server.era_record(record)),
+            Upstream::Http(server) => Upstream::Http(server.era_record(record)),
+            Upstream::Set(set) => Upstream::Set(set),
         }
     }
 }

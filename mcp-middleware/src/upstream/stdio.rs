@@ -48,6 +48,7 @@ pub struct StdioServer {
     env: Vec<(OsString, OsString)>,
     policy: EnvPolicy,
     current_dir: Option<PathBuf>,
+    era_record: Option<super::EraRecord>,
 }
 
 impl StdioServer {
@@ -59,7 +60,18 @@ impl StdioServer {
             env: Vec::new(),
             policy: EnvPolicy::default(),
             current_dir: None,
+            era_record: None,
         }
+    }
+
+    /// Records the protocol era this server is seen speaking in `record` (for `describe`).
+    pub fn era_record(mut self, record: super::EraRecord) -> Self {
+        self.era_record = Some(record);
+        self
+    }
+
+    pub(crate) fn era_record_of(&self) -> Option<&super::EraRecord> {
+        self.era_record.as_ref()
     }
 
     /// Appends one argument.

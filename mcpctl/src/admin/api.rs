@@ -67,6 +67,9 @@ pub(crate) async fn servers(state: &AdminState) -> Response<Body> {
     let tools = state.view.tools().await;
     let names = server_names(state);
     let states = status_file(state, &names);
+    let eras = state.project.as_ref().map(|(store, project)| {
+        mcp_middleware::upstream::read_era_file(&crate::eras::era_file(store, project))
+    });
     let restarts = super::logs::buffer().upstream_restarts();
     let view_error = tools.as_ref().err().map(ToString::to_string);
     let lifecycle = state
@@ -107,12 +110,18 @@ pub(crate) async fn servers(state: &AdminState) -> Response<Body> {
                 ("running", true, _) => "restarting",
                 _ => status,
             };
+            // The era the server was last seen speaking (recorded when it was connected).
+            let era = eras
+                .as_ref()
+                .and_then(|eras| eras.get(name.as_str()))
+                .cloned();
             json!({
                 "name": name,
                 "status": status,
                 "toolCount": tool_count,
                 "lastError": last_error,
                 "restarts": restarts,
+                "era": era,
             })
         })
         .collect();

@@ -1,0 +1,137 @@
+//! The reverse era bridge: an adapter between a session and one upstream connection that makes
+//! a 2026-07-28-only server look like a 2025-11-25 one.
+//!
+//! Every stdio and HTTP upstream is connected through [`connect`], per server (so each server
+//! of a [`super::ServerSet`] is probed on its own) and per start (a restarted server is probed
+//! again). The session above keeps talking the handshake era it negotiated with its client; the
+//! translation lives here, on the upstream side, in [`translate::Bridge`].
+//!
+//! How the era is found (the "probe `server/discover`, fall back to `initialize`", in the
+//! order that keeps a dual-era server transparent): a 2025 client's `initialize` goes to the
+//! server as it is. A server that answers it is a handshake server and nothing is translated.
+//! One that refuses it as a 2026-07-28 server does (`-32022`, or method not found) is probed
+//! with `server/discover`; if that offers 2026-07-28 the connection is bridged from then on. A
+//! dual-era stdio server decides its era on its first request, so probing it with
+//! `server/discover` first would lock it into 2026-07-28 and make every 2025 client bridged
+//! instead of served natively. A 2026-07-28 client's requests pass through untouched (the
+//! session's forward bridge handles a handshake-only server); the adapter only notes what the
+//! server answered to record its era.
+
+mod translate;
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::era_probe::EraRecord;
+use super::{UpstreamEvent, UpstreamLink};
+use crate::error::UpstreamError;
+use crate::transport::queue::LineQueue;
+use translate::{Bridge, Out};
+
+/// How long a closing connection's server gets to exit after the session let go of it.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// Connects one upstream through the era adapter: `spawn` starts the real connection with the
+/// adapter's event channel; the returned link is what the session writes to.
+pub(crate) fn connect<E>(
+    name: String,
+    record: Option<EraRecord>,
+    generation: u64,
+    events: mpsc::Sender<E>,
+    spawn: impl FnOnce(mpsc::Sender<UpstreamEvent>) -> Result<UpstreamLink, UpstreamError>,
+) -> Result<UpstreamLink, UpstreamError>
+where
+    E: From<UpstreamEvent> + Send + 'static,
+{
+    let (tx, mut from_upstream) = mpsc::channel::<UpstreamEvent>(64);
+    let inner = spawn(tx)?;
+    // The session sees the backlog of the server's own queue (it refuses requests when the
+    // server stops reading), not of this adapter's, which it empties at once.
+    let (outgoing, mut from_session) = LineQueue::sharing(inner.queue().gauge().clone());
+    let task = tokio::spawn(async move {
+        let up = inner.queue();
+        let mut bridge = Bridge::new(name, record);
+        loop {
+            tokio::select! {
+                queued = from_session.recv() => {
+                    let Some(queued) = queued else {
+                        inner.shut_down(SHUTDOWN_GRACE).await;
+                        return;
+                    };
+                    let (line, belongs) = queued.into_record();
+                    if bridge.is_transparent() {
+                        let _ = up.send_record(line, belongs);
+                        continue;
+                    }
+                    for out in bridge.on_session_line(line, belongs) {
+                        if !deliver(out, &up, &events, generation).await {
+                            return;
+                        }
+                    }
+                }
+                event = from_upstream.recv() => {
+                    let (line, request) = match event {
+                        Some(UpstreamEvent::Line { line, .. }) => {
+                            (line, None)
+                        }
+                        Some(UpstreamEvent::LineFor { line, request, .. }) => {
+                            (line, Some(request))
+                        }
+                        Some(other) => {
+                            if events.send(E::from(other)).await.is_err() {
+                                return;
+                            }
+                            continue;
+                        }
+                        None => return,
+                    };
+                    if bridge.is_transparent() {
+                        let event = match request {
+                            Some(request) => UpstreamEvent::LineFor { generation, line, request },
+                            None => UpstreamEvent::Line { generation, line },
+                        };
+                        if events.send(E::from(event)).await.is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    for out in bridge.on_upstream_line(line, request) {
+                        if !deliver(out, &up, &events, generation).await {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    });
+    Ok(UpstreamLink::new(outgoing, task))
+}
+
+/// Sends one translated message on its way; false when the session is gone.
+async fn deliver<E: From<UpstreamEvent>>(
+    out: Out,
+    up: &LineQueue,
+    events: &mpsc::Sender<E>,
+    generation: u64,
+) -> bool {
+    match out {
+        Out::Up(line, belongs) => {
+            // A closed queue means the server is gone; its reader reports that.
+            let _ = up.send_record(line, belongs);
+            true
+        }
+        Out::Down(line, None) => events
+            .send(E::from(UpstreamEvent::Line { generation, line }))
+            .await
+            .is_ok(),
+        Out::Down(line, Some(request)) => events
+            .send(E::from(UpstreamEvent::LineFor {
+                generation,
+                line,
+                request,
+            }))
+            .await
+            .is_ok(),
+    }
+}
