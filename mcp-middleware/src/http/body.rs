@@ -296,7 +296,13 @@ mod tests {
         write_event(&mut expected, Some("1-1"), r#"{"a":1}"#);
         write_event(&mut expected, Some("1-2"), &large);
         write_event(&mut expected, Some("1-3"), r#"{"b":2}"#);
-        assert_eq!(String::from_utf8(got).unwrap(), String::from_utf8(expected).unwrap());
-        assert!(chunks >= 4, "the large message went out as a chunk of its own");
+        assert_eq!(
+            String::from_utf8(got).unwrap(),
+            String::from_utf8(expected).unwrap()
+        );
+        assert!(
+            chunks >= 4,
+            "the large message went out as a chunk of its own"
+        );
     }
 }

@@ -386,6 +386,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_large_line_after_a_large_line_is_read_whole() {
+        // The second line outgrows the first chunk and gets room for the first's length at
+        // once; a third, longer one still grows past that; the limit still holds.
+        let (a, b, c) = ("a".repeat(70_000), "b".repeat(60_000), "c".repeat(150_000));
+        let input = format!("{a}\n{b}\nsmall\n{c}\n{}\nend\n", "d".repeat(200_001));
+        let got = frames(input.as_bytes(), 200_000).await;
+        assert_eq!(
+            got,
+            vec![
+                Frame::Line(a),
+                Frame::Line(b),
+                Frame::Line("small".into()),
+                Frame::Line(c),
+                Frame::TooLong {
+                    len: 200_001,
+                    id: None,
+                    has_method: false
+                },
+                Frame::Line("end".into()),
+            ]
+        );
+    }
+
+    #[tokio::test]
     async fn writes_each_line_with_a_newline() {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         tx.send("a".to_owned()).unwrap();

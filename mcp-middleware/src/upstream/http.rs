@@ -31,12 +31,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use http_body_util::{BodyExt, Full};
-use serde::de::IgnoredAny;
-use serde_json::value::RawValue;
 use hyper::body::Bytes;
 use hyper::client::conn::http1::SendRequest;
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
 use tokio::sync::{Mutex, mpsc};
 
 use super::env_refs;

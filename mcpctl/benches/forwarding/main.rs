@@ -74,6 +74,8 @@ const SERVER_ENV: &str = "FORWARDING_BENCH_SERVER";
 const UPSTREAM_ENV: &str = "FORWARDING_BENCH_UPSTREAM";
 /// `1` makes the bench binary a proxy running [`elsewhere`] in front of itself as the server.
 const PROXY_ENV: &str = "FORWARDING_BENCH_PROXY";
+/// The `mcpctl` to measure instead of this build's (an A/B run against another build).
+const MCPCTL_ENV: &str = "FORWARDING_BENCH_MCPCTL";
 /// `1` shrinks every count about 10x.
 const QUICK_ENV: &str = "FORWARDING_BENCH_QUICK";
 /// `stdio` or `http` runs only that half.
@@ -110,9 +112,13 @@ mod elsewhere {
 fn main() {
     if std::env::var_os(PROXY_ENV).is_some_and(|v| v == "1") {
         let exe = std::env::current_exe().expect("cannot find the bench binary's own path");
-        let server = mcp_middleware::upstream::StdioServer::new(exe)
+        let mut server = mcp_middleware::upstream::StdioServer::new(exe)
             .env(PROXY_ENV, "0")
             .env(SERVER_ENV, "1");
+        // The library's children get the SDK default environment only: say which server.
+        if let Some(upstream) = std::env::var_os(UPSTREAM_ENV) {
+            server = server.env(UPSTREAM_ENV, upstream);
+        }
         if let Err(err) = mcp_middleware::Proxy::new(server)
             .model::<elsewhere::Model>()
             .run_stdio()

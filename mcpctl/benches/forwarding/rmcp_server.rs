@@ -35,8 +35,9 @@ struct BenchServer {
 impl BenchServer {
     fn new() -> io::Result<Self> {
         let mut list = super::server::tools_list_result();
-        let tools: Vec<Tool> = serde_json::from_value(list["tools"].take())
-            .map_err(|err| io::Error::other(format!("the bench's tools are not rmcp tools: {err}")))?;
+        let tools: Vec<Tool> = serde_json::from_value(list["tools"].take()).map_err(|err| {
+            io::Error::other(format!("the bench's tools are not rmcp tools: {err}"))
+        })?;
         Ok(Self {
             tools: Arc::new(tools),
             blob: super::server::blob_text().into(),
@@ -85,7 +86,9 @@ impl ServerHandler for BenchServer {
 }
 
 fn runtime() -> io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
 }
 
 /// Serves MCP on stdin and stdout until stdin closes.

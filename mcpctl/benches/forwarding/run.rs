@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::client::{HttpSession, Rpc, StdioConnection, wait_or_kill};
-use super::{BLOB_BYTES, ONLY_ENV, PROXY_ENV, SERVER_ENV, TOOL_COUNT, UPSTREAM_ENV};
+use super::{BLOB_BYTES, MCPCTL_ENV, ONLY_ENV, PROXY_ENV, SERVER_ENV, TOOL_COUNT, UPSTREAM_ENV};
 
 /// The params of every `echo` call; the answer must carry the same text.
 const ECHO_PARAMS: &str =
@@ -25,6 +25,9 @@ const INITIALIZE_PARAMS: &str = r#"{"protocolVersion":"2025-06-18","capabilities
 const STDIO_WINDOW: usize = 32;
 /// Concurrent sessions in the HTTP throughput phases.
 const HTTP_SESSIONS: [usize; 4] = [1, 4, 8, 32];
+/// The bench is one client address holding 1 + 64 idle sessions, then 32: over the default
+/// quota of 32 per principal.
+const SESSION_QUOTA: [&str; 2] = ["--max-sessions-per-principal", "256"];
 /// The size of the large message every path must carry.
 const BIG_MESSAGE_BYTES: usize = 16 << 20;
 
@@ -291,6 +294,17 @@ impl Samples {
     }
 }
 
+/// A run that fails half-way leaves no server behind (an `mcpctl serve` takes its upstream
+/// children with it: they die with their parent).
+impl Drop for HttpPath {
+    fn drop(&mut self) {
+        if matches!(self.server.try_wait(), Ok(None)) {
+            let _ = self.server.kill();
+            let _ = self.server.wait();
+        }
+    }
+}
+
 impl HttpPath {
     /// Which path this is, for messages.
     fn name(&self) -> String {
@@ -320,7 +334,12 @@ struct HttpPath {
 pub(super) fn run(counts: &Counts) -> io::Result<()> {
     let started = Instant::now();
     let exe = std::env::current_exe().expect("cannot find the bench binary's own path");
-    let mcpctl = Path::new(env!("CARGO_BIN_EXE_mcpctl"));
+    // Another build's binary for an A/B run (the library proxy of the stdio part is always
+    // this build's: it is this binary).
+    let mcpctl_override = std::env::var_os(MCPCTL_ENV).map(PathBuf::from);
+    let mcpctl = mcpctl_override
+        .as_deref()
+        .unwrap_or(Path::new(env!("CARGO_BIN_EXE_mcpctl")));
     let list_json = super::server::tools_list_result().to_string();
     println!(
         "forwarding bench{}: {} rounds; echo {} calls (+{} warm-up); stdio {} calls with {} in \
@@ -517,8 +536,7 @@ pub(super) fn run(counts: &Counts) -> io::Result<()> {
         check(&mut first, variant)?;
         path.sessions.push(first);
         for n in 1..HTTP_SESSIONS[HTTP_SESSIONS.len() - 1] {
-            let mut session =
-                HttpSession::connect(format!("{name} session {}", n + 1), &path.url)?;
+            let mut session = HttpSession::connect(format!("{name} session {}", n + 1), &path.url)?;
             handshake(&mut session, variant)?;
             path.sessions.push(session);
         }
@@ -569,9 +587,21 @@ pub(super) fn run(counts: &Counts) -> io::Result<()> {
             "HTTP round {}/{} done: echo p50 {} us (stdio upstream), {} us (HTTP upstream); 32 sessions {} calls/s",
             round + 1,
             counts.rounds,
-            last_of(&samples, Metric::Http(Up::Stdio, HttpRow::EchoP50), http_variants),
-            last_of(&samples, Metric::Http(Up::Http, HttpRow::EchoP50), http_variants),
-            last_of(&samples, Metric::Http(Up::Stdio, HttpRow::Sessions(32)), http_variants),
+            last_of(
+                &samples,
+                Metric::Http(Up::Stdio, HttpRow::EchoP50),
+                http_variants
+            ),
+            last_of(
+                &samples,
+                Metric::Http(Up::Http, HttpRow::EchoP50),
+                http_variants
+            ),
+            last_of(
+                &samples,
+                Metric::Http(Up::Stdio, HttpRow::Sessions(32)),
+                http_variants
+            ),
         );
     }
     for path in &mut http {
@@ -588,15 +618,9 @@ pub(super) fn run(counts: &Counts) -> io::Result<()> {
     }
     // The proxies first: they hold sessions on the direct server.
     http.sort_by_key(|path| path.variant == Variant::Direct);
-    for path in http {
-        let HttpPath {
-            variant,
-            mut server,
-            sessions,
-            ..
-        } = path;
-        drop(sessions);
-        stop(&mut server, variant);
+    for mut path in http {
+        path.sessions.clear();
+        stop(&mut path.server, path.variant);
     }
 
     report(
@@ -633,6 +657,7 @@ fn start_http(
                 "--url",
                 url,
             ])
+            .args(SESSION_QUOTA)
             .stderr(Stdio::piped());
         command
     } else {
@@ -644,8 +669,9 @@ fn start_http(
                 "127.0.0.1:0",
                 "--model",
                 variant.name(),
-                "--",
             ])
+            .args(SESSION_QUOTA)
+            .arg("--")
             .arg(exe)
             .env(SERVER_ENV, "1")
             .stderr(Stdio::piped());
