@@ -1,5 +1,6 @@
 //! Response bodies: empty, one JSON object, or a Server-Sent Events stream fed by a channel.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -52,6 +53,8 @@ impl Body {
 /// comment line whenever the stream has been quiet for the keep-alive interval.
 pub(crate) struct SseBody {
     head: Option<Bytes>,
+    /// Chunks of a large event still to go, after the one just handed out.
+    queued: VecDeque<Bytes>,
     deliveries: mpsc::UnboundedReceiver<Delivery>,
     keep_alive: Option<Interval>,
     ended: bool,
@@ -75,6 +78,7 @@ impl SseBody {
         });
         Self {
             head,
+            queued: VecDeque::new(),
             deliveries,
             keep_alive,
             ended: false,
@@ -103,6 +107,15 @@ impl SseBody {
 
 /// The largest chunk gathered from queued deliveries before it is handed to the connection.
 const GATHER: usize = 64 * 1024;
+
+/// A message handed to the connection as it is (its own chunk), not copied into an event.
+struct Shared(Arc<str>);
+
+impl AsRef<[u8]> for Shared {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
 
 impl hyper::body::Body for Body {
     type Data = Bytes;
@@ -139,6 +152,9 @@ impl SseBody {
         if let Some(head) = self.head.take() {
             return Poll::Ready(Some(head));
         }
+        if let Some(next) = self.queued.pop_front() {
+            return Poll::Ready(Some(next));
+        }
         if self.ended || self.lapsed() {
             return Poll::Ready(None);
         }
@@ -146,6 +162,19 @@ impl SseBody {
         while out.len() < GATHER {
             match self.deliveries.poll_recv(cx) {
                 Poll::Ready(Some(delivery)) => {
+                    // A large message on one line (JSON's usual form) goes out as its own
+                    // chunk, shared with the event store, instead of a copy of a megabyte.
+                    if delivery.line.len() >= GATHER
+                        && memchr::memchr2(b'\r', b'\n', delivery.line.as_bytes()).is_none()
+                    {
+                        write_event_id(&mut out, delivery.id.as_deref());
+                        out.extend_from_slice(b"data: ");
+                        self.queued
+                            .push_back(Bytes::from_owner(Shared(delivery.line.clone())));
+                        self.queued.push_back(Bytes::from_static(b"\n\n"));
+                        self.ended = delivery.last;
+                        break;
+                    }
                     write_event(&mut out, delivery.id.as_deref(), &delivery.line);
                     if delivery.last {
                         self.ended = true;
@@ -185,11 +214,7 @@ impl SseBody {
 /// each such piece becomes a `data:` line of its own, and SSE joins them with `\n`, which is
 /// JSON whitespace too.
 pub(crate) fn write_event(out: &mut Vec<u8>, id: Option<&str>, data: &str) {
-    if let Some(id) = id {
-        out.extend_from_slice(b"id: ");
-        out.extend_from_slice(id.as_bytes());
-        out.push(b'\n');
-    }
+    write_event_id(out, id);
     out.reserve(data.len() + 8);
     // A JSON-RPC message is one line (JSON escapes line breaks in strings): found with
     // `memchr`, not char by char, which was a twentieth of the proxy's CPU per HTTP request.
@@ -205,6 +230,15 @@ pub(crate) fn write_event(out: &mut Vec<u8>, id: Option<&str>, data: &str) {
         rest = &rest[end + 1..];
     }
     out.push(b'\n');
+}
+
+/// An event's `id:` line, when it has an id.
+fn write_event_id(out: &mut Vec<u8>, id: Option<&str>) {
+    if let Some(id) = id {
+        out.extend_from_slice(b"id: ");
+        out.extend_from_slice(id.as_bytes());
+        out.push(b'\n');
+    }
 }
 
 /// The first chunk of a resumable stream: the reconnection delay and a priming event (an id
@@ -230,5 +264,45 @@ mod tests {
             "id: 3-1\ndata: {\"a\":1}\n\ndata: {\"a\":\ndata: 1}\n\n"
         );
         assert_eq!(&priming("1-0", 500)[..], b"retry: 500\nid: 1-0\ndata: \n\n");
+    }
+
+    /// A large message is handed over as its own chunk, and the stream reads exactly as if it
+    /// had been copied into the event.
+    #[test]
+    fn a_large_message_is_framed_as_any_other() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let large: Arc<str> = format!("{{\"x\":\"{}\"}}", "y".repeat(3 * GATHER)).into();
+        let send = |line: &Arc<str>, id: &str, last| {
+            tx.send(Delivery {
+                id: Some(id.into()),
+                line: line.clone(),
+                last,
+                _held: None,
+            })
+            .unwrap();
+        };
+        send(&Arc::from(r#"{"a":1}"#), "1-1", false);
+        send(&large, "1-2", false);
+        send(&Arc::from(r#"{"b":2}"#), "1-3", true);
+        let mut body = SseBody::new(None, rx, Duration::ZERO, None);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut got = Vec::new();
+        let mut chunks = 0;
+        while let Poll::Ready(Some(chunk)) = body.poll_chunk(&mut cx) {
+            got.extend_from_slice(&chunk);
+            chunks += 1;
+        }
+        let mut expected = Vec::new();
+        write_event(&mut expected, Some("1-1"), r#"{"a":1}"#);
+        write_event(&mut expected, Some("1-2"), &large);
+        write_event(&mut expected, Some("1-3"), r#"{"b":2}"#);
+        assert_eq!(
+            String::from_utf8(got).unwrap(),
+            String::from_utf8(expected).unwrap()
+        );
+        assert!(
+            chunks >= 4,
+            "the large message went out as a chunk of its own"
+        );
     }
 }

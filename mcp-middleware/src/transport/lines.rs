@@ -46,6 +46,9 @@ pub struct LineReader<R> {
     max_len: usize,
     /// An over-long line being discarded.
     discarding: Option<Discarding>,
+    /// How long the last line handed over as the buffer itself was: a line that outgrows
+    /// the first read chunk gets room for that much at once.
+    hint: usize,
 }
 
 /// What is kept of an over-long line while the rest of it is read and thrown away.
@@ -79,6 +82,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             scanned: 0,
             max_len,
             discarding: None,
+            hint: 0,
         }
     }
 
@@ -138,9 +142,16 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             if self.buf.capacity() - self.buf.len() < READ_CHUNK {
                 // Grow by doubling (a large line is copied O(1) times), but never past what
                 // the limit needs: an over-long line is never held whole.
+                // A line that outgrew the first chunk is likely as large as the last large
+                // one (the same listing again, say): room for that at once instead of
+                // doubling up to it, each doubling a copy onto fresh pages.
                 let floor = self.buf.len() + READ_CHUNK;
                 let ceiling = (self.start + self.max_len + 2 * READ_CHUNK).max(floor);
-                let wanted = (2 * self.buf.capacity()).clamp(floor, ceiling);
+                let mut wanted = 2 * self.buf.capacity();
+                if self.buf.len() - self.start >= READ_CHUNK {
+                    wanted = wanted.max(self.start + self.hint + READ_CHUNK);
+                }
+                let wanted = wanted.clamp(floor, ceiling);
                 self.buf.reserve_exact(wanted - self.buf.len());
             }
             if self.inner.read_buf(&mut self.buf).await? == 0 {
@@ -172,6 +183,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             let mut line = std::mem::replace(&mut self.buf, rest);
             line.truncate(end);
             self.start = 0;
+            self.hint = line.len();
             line
         } else {
             let line = self.buf[self.start..end].to_vec();
@@ -371,6 +383,30 @@ mod tests {
             Some(Frame::Line("tail".into()))
         );
         assert_eq!(reader.next_line().await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_large_line_after_a_large_line_is_read_whole() {
+        // The second line outgrows the first chunk and gets room for the first's length at
+        // once; a third, longer one still grows past that; the limit still holds.
+        let (a, b, c) = ("a".repeat(70_000), "b".repeat(60_000), "c".repeat(150_000));
+        let input = format!("{a}\n{b}\nsmall\n{c}\n{}\nend\n", "d".repeat(200_001));
+        let got = frames(input.as_bytes(), 200_000).await;
+        assert_eq!(
+            got,
+            vec![
+                Frame::Line(a),
+                Frame::Line(b),
+                Frame::Line("small".into()),
+                Frame::Line(c),
+                Frame::TooLong {
+                    len: 200_001,
+                    id: None,
+                    has_method: false
+                },
+                Frame::Line("end".into()),
+            ]
+        );
     }
 
     #[tokio::test]

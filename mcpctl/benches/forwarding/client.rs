@@ -225,6 +225,8 @@ pub(super) fn wait_or_kill(name: &str, child: &mut Child, limit: Duration) {
 /// One MCP session over HTTP/1.1 on one keep-alive connection.
 pub(super) struct HttpSession {
     name: String,
+    /// Where to connect again when the server closed an idle connection.
+    url: String,
     host: String,
     path: String,
     reader: BufReader<TcpStream>,
@@ -257,6 +259,7 @@ impl HttpSession {
         stream.set_nodelay(true)?;
         Ok(Self {
             name,
+            url: url.to_owned(),
             host: host.to_owned(),
             path: if path.is_empty() { "/" } else { path }.to_owned(),
             reader: BufReader::with_capacity(64 * 1024, stream.try_clone()?),
@@ -288,12 +291,45 @@ impl HttpSession {
     pub(super) fn delete(url: &str, session: &str) -> io::Result<()> {
         let mut conn = Self::connect("delete".to_owned(), url)?;
         conn.session = Some(session.to_owned());
-        conn.send_http("DELETE", b"")?;
-        let response = conn.read_response()?;
+        let response = conn.exchange("DELETE", b"")?;
         if response.status >= 300 && response.status != 404 {
             return Err(conn.error(format!("DELETE answered {}", response.status)));
         }
         Ok(())
+    }
+
+    /// Sends one HTTP request and reads its response. A keep-alive connection the server
+    /// closed while it was idle (the proxy's 30 s header timeout, which a path meets while the
+    /// others are measured) is opened again and the request sent once more: the server had
+    /// not read it.
+    fn exchange(&mut self, verb: &str, body: &[u8]) -> io::Result<Response> {
+        let first = self
+            .send_http(verb, body)
+            .and_then(|()| self.read_response_head_or_closed());
+        match first {
+            Ok(Some(response)) => return Ok(response),
+            Ok(None) => {}
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+                ) => {}
+            Err(err) => return Err(err),
+        }
+        let fresh = Self::connect(self.name.clone(), &self.url)?;
+        self.reader = fresh.reader;
+        self.writer = fresh.writer;
+        self.send_http(verb, body)?;
+        self.read_response()
+    }
+
+    /// [`Self::read_response`], or `None` when the server had closed the connection before
+    /// answering a byte.
+    fn read_response_head_or_closed(&mut self) -> io::Result<Option<Response>> {
+        if self.reader.fill_buf()?.is_empty() {
+            return Ok(None);
+        }
+        self.read_response().map(Some)
     }
 
     fn send_http(&mut self, verb: &str, body: &[u8]) -> io::Result<()> {
@@ -398,8 +434,7 @@ impl HttpSession {
         let id = self.next_id;
         let body =
             format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#);
-        self.send_http("POST", body.as_bytes())?;
-        let response = self.read_response()?;
+        let response = self.exchange("POST", body.as_bytes())?;
         if response.status != 200 {
             return Err(self.error(format!(
                 "`{method}` answered HTTP {}: {}",
@@ -468,8 +503,7 @@ impl Rpc for HttpSession {
 
     fn notify(&mut self, method: &str) -> io::Result<()> {
         let body = format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#);
-        self.send_http("POST", body.as_bytes())?;
-        let response = self.read_response()?;
+        let response = self.exchange("POST", body.as_bytes())?;
         if response.status != 202 {
             return Err(self.error(format!(
                 "`{method}` answered HTTP {}, not 202",

@@ -2,7 +2,8 @@
 //! one interleaved run (SPEC Q1): `mcpctl proxy` on stdio and `mcpctl serve` on streamable
 //! HTTP, each with the `passthrough` model and with `default` (gate + paginate).
 //!
-//! The upstream is this very binary (see `server.rs`): with `FORWARDING_BENCH_SERVER=1` it is a
+//! The upstream is this very binary (see `server.rs`, and `rmcp_server.rs` for the second
+//! baseline, rmcp's own server, with `FORWARDING_BENCH_UPSTREAM=rmcp`): with `FORWARDING_BENCH_SERVER=1` it is a
 //! minimal MCP server on stdio, with `FORWARDING_BENCH_SERVER=http` the same server over HTTP
 //! (one JSON body per answer). It answers `initialize`, lists 1,000 realistic tools (a result
 //! of about 1.25 MB) and has two tools: `echo`, which returns its `text` argument, and `blob`,
@@ -61,14 +62,20 @@
 //! since its figures measure nothing.
 
 mod client;
+mod rmcp_server;
 mod run;
 mod server;
 
 /// `1` in the environment of the bench binary makes it the upstream server on stdio; `http`
 /// makes it the server over HTTP.
 const SERVER_ENV: &str = "FORWARDING_BENCH_SERVER";
+/// `rmcp` makes the upstream server rmcp's own (`rmcp_server.rs`) instead of the hand-written
+/// one: the second baseline. Children inherit it, so it holds for every path of the run.
+const UPSTREAM_ENV: &str = "FORWARDING_BENCH_UPSTREAM";
 /// `1` makes the bench binary a proxy running [`elsewhere`] in front of itself as the server.
 const PROXY_ENV: &str = "FORWARDING_BENCH_PROXY";
+/// The `mcpctl` to measure instead of this build's (an A/B run against another build).
+const MCPCTL_ENV: &str = "FORWARDING_BENCH_MCPCTL";
 /// `1` shrinks every count about 10x.
 const QUICK_ENV: &str = "FORWARDING_BENCH_QUICK";
 /// `stdio` or `http` runs only that half.
@@ -105,9 +112,13 @@ mod elsewhere {
 fn main() {
     if std::env::var_os(PROXY_ENV).is_some_and(|v| v == "1") {
         let exe = std::env::current_exe().expect("cannot find the bench binary's own path");
-        let server = mcp_middleware::upstream::StdioServer::new(exe)
+        let mut server = mcp_middleware::upstream::StdioServer::new(exe)
             .env(PROXY_ENV, "0")
             .env(SERVER_ENV, "1");
+        // The library's children get the SDK default environment only: say which server.
+        if let Some(upstream) = std::env::var_os(UPSTREAM_ENV) {
+            server = server.env(UPSTREAM_ENV, upstream);
+        }
         if let Err(err) = mcp_middleware::Proxy::new(server)
             .model::<elsewhere::Model>()
             .run_stdio()
@@ -117,7 +128,10 @@ fn main() {
         }
         return;
     }
+    let rmcp = run::rmcp_upstream();
     let served = match std::env::var(SERVER_ENV).as_deref() {
+        Ok("1") if rmcp => Some(rmcp_server::run_stdio()),
+        Ok("http") if rmcp => Some(rmcp_server::run_http()),
         Ok("1") => Some(server::run_stdio()),
         Ok("http") => Some(server::run_http()),
         _ => None,
