@@ -258,7 +258,10 @@ fn garbage_from_the_upstream_is_dropped_and_the_answer_still_arrives() {
 
 #[test]
 fn a_hanging_upstream_times_out_with_an_error_and_a_cancellation() {
-    let mut client = Client::scripted(&["--request-timeout", "1"], &[]);
+    // 3 s, not 1: the timeout covers every request, and on a loaded machine the Python
+    // upstream can take longer than a second to answer `initialize` or the state query, which
+    // would then be cancelled too.
+    let mut client = Client::scripted(&["--request-timeout", "3"], &[]);
     client.initialize();
     let response = client.request(json!("hang"), "slow", json!({}));
     assert_eq!(response["error"]["code"], -32002, "{response}");
