@@ -59,6 +59,7 @@ pub mod registry;
 pub mod request_tap;
 pub mod routing;
 mod session;
+pub mod shared_store;
 mod strict_json;
 pub mod trace_context;
 pub mod transport;
@@ -98,6 +99,7 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::model::compose::{ConstMessage, conflict, owners};
+    pub use crate::model::state_probe;
     pub use crate::model::{
         BoxFuture, ConfigDescriptor, Content, HookId, HookResult, HookSet, Layer, ModelDescriptor,
         Next, Observation, ProxyModel, Registration, StateDescriptor, ToolDescriptor, ToolOutput,

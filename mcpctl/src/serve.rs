@@ -9,6 +9,10 @@
 //! Quotas (SPEC S3): `--max-sessions` for the whole proxy, `--max-sessions-per-principal` for
 //! each principal (each client address when no one authenticates), `--max-connections`; a
 //! request past one is answered `503` with `Retry-After`, naming the flag.
+//!
+//! Replicas (SPEC T8): `--store redis://HOST:PORT[/DB]` keeps sessions, model state and paged
+//! documents in Redis under the project's name, so every replica started with the same store
+//! and project serves every session (README, "Running several replicas").
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -56,6 +60,11 @@ pub(crate) struct ServeArgs {
     /// The largest request body accepted, in bytes.
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
     pub(crate) max_body_bytes: usize,
+    /// Keep sessions in this shared store (`redis://HOST:PORT[/DB]`, Redis or Valkey), so any
+    /// replica serving the same project with the same store serves any session. Default:
+    /// sessions live in this process.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     #[command(flatten)]
     pub(crate) identity: Box<IdentityArgs>,
     #[command(flatten)]
@@ -313,12 +322,18 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     for origin in args.allow_origins {
         options = options.allow_origin(origin);
     }
-    let (options, issuer_keys) = args.identity.apply(options, project_auth)?;
+    let (mut options, issuer_keys) = args.identity.apply(options, project_auth)?;
     let admin = crate::admin::setup::prepare(&args.admin, &args.proxy, stored.as_ref())?;
     // Dropped after the runtime: sessions have ended and their spans are flushed then.
     let traces = crate::otel::Traces::from_env(crate::otel::Downstream::Http)?;
     let taps = [traces.tap(), admin.as_ref().and_then(|admin| admin.tap())];
     let tap = mcp_middleware::request_tap::fan_out(taps.into_iter().flatten().collect());
+    let namespace = args
+        .proxy
+        .project
+        .clone()
+        .unwrap_or_else(|| "adhoc".to_owned());
+    let store_url = args.store.clone();
     let proxy = build(&args.proxy, tap)?;
     let admin = admin.map(|admin| admin.with_factory(args.proxy));
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -329,6 +344,9 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         if let Some(keys) = &issuer_keys {
             // Fail at start, not at the first client, when the issuer cannot be read.
             keys.load().await?;
+        }
+        if let Some(url) = &store_url {
+            options = options.shared_store(shared_store(url, &namespace).await?);
         }
         let server = proxy.serve_http(options).await?;
         // The one line a person (or a test harness) starting it needs: the URL, with the port
@@ -352,4 +370,28 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         Ok(stopped?)
     })
+}
+
+/// The shared store `--store URL` names, connected (it must answer now).
+#[cfg(feature = "redis")]
+async fn shared_store(
+    url: &str,
+    namespace: &str,
+) -> anyhow::Result<mcp_middleware::shared_store::SharedStore> {
+    if !(url.starts_with("redis://") || url.starts_with("valkey://")) {
+        bail!("--store: `{}` is not a redis:// URL", mcp_middleware::shared_store::redact(url));
+    }
+    let url = url.replacen("valkey://", "redis://", 1);
+    Ok(mcp_middleware::shared_store::SharedStore::redis(&url, namespace)
+        .await
+        .context("--store")?)
+}
+
+/// Without the `redis` feature there is no shared store to connect to.
+#[cfg(not(feature = "redis"))]
+async fn shared_store(
+    _url: &str,
+    _namespace: &str,
+) -> anyhow::Result<mcp_middleware::shared_store::SharedStore> {
+    bail!("--store needs an mcpctl built with the `redis` feature")
 }

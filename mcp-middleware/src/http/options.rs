@@ -102,6 +102,9 @@ pub struct HttpOptions {
     /// Publish the front as an OAuth protected resource (RFC 9728 metadata, `resource_metadata`
     /// in every `401`, required scopes). Default: not published.
     pub protected_resource: Option<ProtectedResource>,
+    /// Keep sessions in this shared store, so that any replica of the project serves any
+    /// session (see [`crate::shared_store`]). Default: none, sessions live in this process.
+    pub shared_store: Option<crate::shared_store::SharedStore>,
 }
 
 impl Default for HttpOptions {
@@ -125,6 +128,7 @@ impl Default for HttpOptions {
             auth: Auth::default(),
             tls: None,
             protected_resource: None,
+            shared_store: None,
         }
     }
 }
@@ -221,6 +225,12 @@ impl HttpOptions {
     /// Publishes the front as an OAuth protected resource.
     pub fn protected_resource(mut self, resource: ProtectedResource) -> Self {
         self.protected_resource = Some(resource);
+        self
+    }
+
+    /// Keeps sessions in `store`, shared with the project's other replicas.
+    pub fn shared_store(mut self, store: crate::shared_store::SharedStore) -> Self {
+        self.shared_store = Some(store);
         self
     }
 

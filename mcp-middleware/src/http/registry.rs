@@ -8,6 +8,13 @@
 //! idle sessions, and ends them all at shutdown. A session stops counting the moment it is
 //! deleted, or once it has ended by itself or been ended as idle: the counts are taken from the
 //! open sessions themselves, never kept beside them, so there is no count to leak.
+//!
+//! With a shared store ([`HttpOptions::shared_store`]) a stateful session is also a record in
+//! the store: [`Registry::lookup`] restores a session another replica created (same principal
+//! only), renews its TTL on every request and takes in model state other replicas wrote; the
+//! router writes the handshake and changed state before each line reaches the client; `DELETE`
+//! removes the record, and a replica still holding the session drops it on its next use. The
+//! session limits count this replica's live sessions.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +35,8 @@ use crate::context::Identity;
 use crate::jsonrpc;
 use crate::project::Project;
 use crate::session::{Ended, Event, Session, SessionOptions};
+use crate::shared_store::sync::{Presence, StateSync};
+use crate::shared_store::{HandshakeRecord, SessionMeta, SharedStore, StoreError, StoredSession};
 use crate::transport::Frame;
 use crate::transport::queue::LineQueue;
 use crate::upstream::Upstream;
@@ -72,6 +81,8 @@ pub(crate) struct SessionHandle {
 
     /// The caller token exchange to upstreams acts for; the handler keeps its token current.
     pub(crate) caller: Caller,
+    /// The session's link to the shared store, when there is one.
+    sync: Option<Arc<StateSync>>,
 }
 
 impl SessionHandle {
@@ -133,11 +144,14 @@ pub(crate) struct Registry {
     /// Held while a session is counted, started and registered, so concurrent starts cannot
     /// pass the session limit together (starting is synchronous: spawning the upstream).
     starting: Mutex<()>,
+    /// Where stateful sessions are shared with other replicas.
+    store: Option<SharedStore>,
 }
 
 impl Registry {
     pub(crate) fn new(factory: SessionFactory, options: HttpOptions) -> Self {
         Self {
+            store: options.shared_store.clone(),
             factory,
             options,
             stateful: Mutex::new(HashMap::new()),
@@ -186,17 +200,82 @@ impl Registry {
         (!found.ended.is_cancelled() && found.principal == identity.principal()).then_some(found)
     }
 
+    /// The stateful session `id` for `identity`, on any replica: the one open here, or, with a
+    /// shared store, the one another replica created, restored here. `None`: no such session
+    /// (or someone else's). A store that cannot be reached is an error naming it.
+    pub(crate) async fn lookup(
+        &self,
+        id: &str,
+        identity: &Identity,
+    ) -> Result<Option<Arc<SessionHandle>>, Reject> {
+        if let Some(handle) = self.find(id, identity) {
+            if let Some(sync) = &handle.sync {
+                match sync.refresh().await.map_err(store_reject)? {
+                    Presence::Live => {}
+                    Presence::Gone => {
+                        self.forget(id, "the session was ended on another replica");
+                        return Ok(None);
+                    }
+                }
+            }
+            return Ok(Some(handle));
+        }
+        let Some(store) = &self.store else {
+            return Ok(None);
+        };
+        if id.starts_with("stateless:") || id.len() > 64 {
+            return Ok(None);
+        }
+        let Some(stored) = store
+            .backend
+            .load(id, self.options.idle_timeout)
+            .await
+            .map_err(store_reject)?
+        else {
+            return Ok(None);
+        };
+        if stored.meta.principal != identity.principal() {
+            return Ok(None);
+        }
+        self.check_open()?;
+        let _starting = self.starting.lock();
+        // Another request of the session may have restored it while this one read the store.
+        if let Some(handle) = self.find(id, identity) {
+            return Ok(Some(handle));
+        }
+        let owner = Owner::stored(stored.meta.owner.clone());
+        self.check_limit(&owner)?;
+        let id: Arc<str> = id.into();
+        let handle = self.start(id.clone(), false, identity, owner, Some(stored))?;
+        if let Ok(mut map) = self.stateful.lock() {
+            map.insert(id.clone(), handle.clone());
+        }
+        tracing::info!(session = %short(&id), identity = identity.subject(), kind = identity.kind(), "HTTP session restored from the shared store");
+        Ok(Some(handle))
+    }
+
+    /// Drops the local copy of session `id` (ended elsewhere): its upstream stops.
+    fn forget(&self, id: &str, reason: &str) {
+        if let Some(handle) = self.stateful.lock().ok().and_then(|mut m| m.remove(id)) {
+            handle.close(reason);
+        }
+    }
+
     /// Starts a stateful session (for an `initialize`) for `identity`, counted against `owner`.
-    pub(crate) fn create(
+    pub(crate) async fn create(
         &self,
         identity: &Identity,
         owner: Owner,
     ) -> Result<Arc<SessionHandle>, Reject> {
         self.check_open()?;
+        if let Some(store) = &self.store {
+            // A session other replicas cannot find would break at its first move: refuse it.
+            store.ping().await.map_err(store_reject)?;
+        }
         let _starting = self.starting.lock();
         self.check_limit(&owner)?;
         let id: Arc<str> = new_session_id()?.into();
-        let handle = self.start(id.clone(), false, identity, owner)?;
+        let handle = self.start(id.clone(), false, identity, owner, None)?;
         if let Ok(mut map) = self.stateful.lock() {
             map.insert(id.clone(), handle.clone());
         }
@@ -224,7 +303,7 @@ impl Registry {
         }
         self.check_limit(&key.owner)?;
         let id: Arc<str> = format!("stateless:{}", key.client).into();
-        let handle = self.start(id, true, identity, key.owner.clone())?;
+        let handle = self.start(id, true, identity, key.owner.clone(), None)?;
         if let Ok(mut map) = self.stateless.lock() {
             map.insert(key.clone(), handle.clone());
         }
@@ -256,27 +335,60 @@ impl Registry {
         stateless: bool,
         identity: &Identity,
         owner: Owner,
+        restore: Option<StoredSession>,
     ) -> Result<Arc<SessionHandle>, Reject> {
         let factory = &self.factory;
         let (events_tx, events_rx) = mpsc::channel(256);
         let (to_client, mut lines) = LineQueue::new(factory.options.client_queue_bytes);
         let backlog = to_client.gauge().clone();
         let caller = Caller::new(identity.principal());
-        let session = Session::start(
-            factory.server.for_caller(&caller),
-            factory.options.clone(),
-            to_client,
-            factory.chain.clone(),
-            factory.project.clone(),
-            identity.clone(),
-        )
-        .map_err(|err| {
+        let server = factory.server.for_caller(&caller);
+        let chain = factory.chain.clone();
+        let project = factory.project.clone();
+        let started = match &restore {
+            Some(stored) => Session::restore(
+                server,
+                factory.options.clone(),
+                to_client,
+                chain,
+                project,
+                identity.clone(),
+                stored.meta.handshake.clone(),
+            ),
+            None => Session::start(
+                server,
+                factory.options.clone(),
+                to_client,
+                chain,
+                project,
+                identity.clone(),
+            ),
+        };
+        let mut session = started.map_err(|err| {
             Reject::new(
                 StatusCode::BAD_GATEWAY,
                 jsonrpc::UPSTREAM_UNAVAILABLE,
                 format!("Bad Gateway: {err}"),
             )
         })?;
+        // Stateless sessions stay per replica (their state is keyed by client, not by an id
+        // a client carries to another replica).
+        let shared = match (&self.store, stateless) {
+            (Some(store), false) => {
+                let handshake = session.tap_handshake();
+                let scope = session.scope();
+                let ttl = self.options.idle_timeout;
+                let sync = match restore {
+                    Some(stored) => {
+                        StateSync::restored(store.clone(), id.clone(), ttl, scope, stored)
+                            .map_err(store_reject)?
+                    }
+                    None => StateSync::new(store.clone(), id.clone(), ttl, scope),
+                };
+                Some((Arc::new(sync), handshake))
+            }
+            _ => None,
+        };
         let store = EventStore::new(
             self.options.event_store_events,
             self.options.event_store_bytes,
@@ -301,15 +413,29 @@ impl Registry {
             stats: SessionStats::default(),
 
             caller,
+            sync: shared.as_ref().map(|(sync, _)| sync.clone()),
         });
         let mut run = tokio::spawn(session.run(events_rx));
         let router = handle.clone();
+        let mut shared = shared.map(|(sync, handshake)| {
+            let meta = SessionMeta {
+                principal: router.principal.clone(),
+                owner: router.owner.as_str().to_owned(),
+                handshake: HandshakeRecord::default(),
+            };
+            (sync, handshake, meta)
+        });
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     biased;
                     line = lines.recv() => match line {
-                        Some(line) => route(&streams, line),
+                        Some(line) => {
+                            if let Some((sync, handshake, meta)) = &mut shared {
+                                persist(&router, sync, handshake, meta).await;
+                            }
+                            route(&streams, line)
+                        }
                         None => {
                             let _ = (&mut run).await;
                             break;
@@ -348,9 +474,14 @@ impl Registry {
         Ok(handle)
     }
 
-    /// Ends the stateful session `id` (HTTP DELETE) if `identity` started it. Returns whether
-    /// it was open (and theirs).
-    pub(crate) fn remove(&self, id: &str, identity: &Identity, reason: &str) -> bool {
+    /// Ends the stateful session `id` (HTTP DELETE) if `identity` started it, here and (with
+    /// a shared store) everywhere. Returns whether it was open (and theirs).
+    pub(crate) async fn remove(
+        &self,
+        id: &str,
+        identity: &Identity,
+        reason: &str,
+    ) -> Result<bool, Reject> {
         let principal = identity.principal();
         let removed = self.stateful.lock().ok().and_then(|mut m| {
             if m.get(id)?.principal != principal {
@@ -358,13 +489,29 @@ impl Registry {
             }
             m.remove(id)
         });
-        match removed {
+        let local = match removed {
             Some(handle) => {
                 handle.close(reason);
                 true
             }
             None => false,
+        };
+        let Some(store) = &self.store else {
+            return Ok(local);
+        };
+        if !local {
+            // Only its principal may end it; the record says who that is.
+            let stored = store
+                .backend
+                .load(id, self.options.idle_timeout)
+                .await
+                .map_err(store_reject)?;
+            if stored.is_none_or(|s| s.meta.principal != principal) {
+                return Ok(false);
+            }
         }
+        let removed = store.backend.delete(id).await.map_err(store_reject)?;
+        Ok(local || removed)
     }
 
     /// Ends every session that has been idle for the idle timeout, and forgets sessions that
@@ -451,6 +598,30 @@ impl Registry {
             tracing::warn!("some sessions did not stop within {} s", wait.as_secs());
         }
     }
+}
+
+/// Writes what the client is about to be told of (the handshake, changed model state) to the
+/// shared store first, so that the client's next request finds it on any replica. A store
+/// that fails is logged and tried again with the next line; a session ended elsewhere ends.
+async fn persist(
+    handle: &SessionHandle,
+    sync: &StateSync,
+    handshake: &mut tokio::sync::watch::Receiver<HandshakeRecord>,
+    meta: &mut SessionMeta,
+) {
+    if handshake.has_changed().unwrap_or(false) {
+        meta.handshake = handshake.borrow_and_update().clone();
+    }
+    match sync.flush(meta).await {
+        Ok(Presence::Live) => {}
+        Ok(Presence::Gone) => handle.close("the session was ended on another replica"),
+        Err(err) => tracing::warn!(session = %short(&handle.id), "{err}; the session's changes are written with its next answer"),
+    }
+}
+
+/// The refusal for a shared store that failed: `503`, naming the store.
+fn store_reject(err: StoreError) -> Reject {
+    Reject::unavailable(format!("Service Unavailable: {err}"))
 }
 
 fn route(streams: &Mutex<Streams>, line: crate::transport::queue::Queued) {
@@ -594,6 +765,14 @@ impl Registry {
                 .map(|(k, _)| k.clone())?;
             map.remove(&key)
         });
+        if let Some(store) = self.store.clone() {
+            let id = id.to_owned();
+            tokio::spawn(async move {
+                if let Err(err) = store.backend.delete(&id).await {
+                    tracing::warn!(session = %short(&id), "{err}; the session ends here only");
+                }
+            });
+        }
         match handle {
             Some(handle) if handle.is_open() => {
                 handle.close(reason);

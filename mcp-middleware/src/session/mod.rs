@@ -30,6 +30,7 @@
 mod bridge;
 mod hooked;
 mod lifecycle;
+mod shared;
 mod upstream_end;
 
 pub(crate) use upstream_end::UpstreamEnd;
@@ -241,6 +242,8 @@ pub(crate) struct Session {
     dropped_for_backlog: u64,
     /// The client's requests in flight that the request tap follows.
     taps: crate::request_tap::Taps,
+    /// Told of every change of `handshake` when a shared store keeps the session (`shared`).
+    handshake_tap: Option<tokio::sync::watch::Sender<crate::shared_store::HandshakeRecord>>,
 }
 
 impl Session {
@@ -292,6 +295,7 @@ impl Session {
             era: ClientEra::Unknown,
             malformed_from_upstream: 0,
             dropped_for_backlog: 0,
+            handshake_tap: None,
         })
     }
 
@@ -902,8 +906,9 @@ impl Session {
                     }
                 }
             }
-            _ => {}
+            _ => return,
         }
+        self.publish_handshake();
     }
 
     // ---------------------------------------------------------------- upstream → client
@@ -1022,6 +1027,7 @@ impl Session {
         {
             self.record_session_info(&params, result);
             self.handshake.initialize = Some(params);
+            self.publish_handshake();
         }
         if method == "server/discover"
             && matches!(self.era, ClientEra::Unknown)
