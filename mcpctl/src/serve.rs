@@ -65,6 +65,11 @@ pub(crate) struct ServeArgs {
     /// sessions live in this process.
     #[arg(long, value_name = "URL")]
     pub(crate) store: Option<String>,
+    /// With --store: seconds this replica keeps its copy of a session (and that session's
+    /// upstream) without a request; the session lives on in the store for --idle-timeout and
+    /// any replica restores it. Default: --idle-timeout.
+    #[arg(long, value_name = "SECS", requires = "store")]
+    pub(crate) replica_idle_timeout: Option<u64>,
     #[command(flatten)]
     pub(crate) identity: Box<IdentityArgs>,
     #[command(flatten)]
@@ -313,6 +318,9 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         .max_connections(args.max_connections)
         .idle_timeout(Duration::from_secs(args.idle_timeout))
         .max_body_bytes(args.max_body_bytes);
+    if let Some(secs) = args.replica_idle_timeout {
+        options.replica_idle_timeout = Some(Duration::from_secs(secs));
+    }
     if let Some(quota) = args.max_sessions_per_principal {
         options = options.max_sessions_per_principal(quota);
     }
@@ -379,12 +387,17 @@ async fn shared_store(
     namespace: &str,
 ) -> anyhow::Result<mcp_middleware::shared_store::SharedStore> {
     if !(url.starts_with("redis://") || url.starts_with("valkey://")) {
-        bail!("--store: `{}` is not a redis:// URL", mcp_middleware::shared_store::redact(url));
+        bail!(
+            "--store: `{}` is not a redis:// URL",
+            mcp_middleware::shared_store::redact(url)
+        );
     }
     let url = url.replacen("valkey://", "redis://", 1);
-    Ok(mcp_middleware::shared_store::SharedStore::redis(&url, namespace)
-        .await
-        .context("--store")?)
+    Ok(
+        mcp_middleware::shared_store::SharedStore::redis(&url, namespace)
+            .await
+            .context("--store")?,
+    )
 }
 
 /// Without the `redis` feature there is no shared store to connect to.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -58,6 +59,7 @@ pytestmark = pytest.mark.anyio
 REDIS = shutil.which("redis-server")
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 FOOTER = "\n\n[page "
+NEXT = re.compile(r'\{"cursor": "([^"]+)"\}\]$')
 LONG = "".join(f"{n:04d} żółw 🐢 naïve line\n" for n in range(120))
 
 #: Scale of the load test (the issue's full run: 100 sessions x 200 calls).
@@ -155,7 +157,7 @@ class Replicas:
         self.logs.append(lines)
         return ServedProcess(
             [HTTP or "", "serve", "shared", "--listen", "127.0.0.1:0", "--store", self.redis.url, *self.flags],
-            {**os.environ, "MCPCTL_HOME": str(self.home), "RUST_LOG": "info"},
+            {**os.environ, "MCPCTL_HOME": str(self.home), "MCPCTL_LOG": "info"},
             lines,
             failure="mcpctl serve --store did not start",
         )
@@ -239,14 +241,18 @@ async def test_gated_on_one_replica_opened_on_another_listed_on_a_third(tmp_path
 async def test_page_two_is_read_through_another_replica(tmp_path: Path) -> None:
     with replicas(tmp_path, "paginate", sets=["paginate: { pageBytes: 512 }"]) as group:
         async with client(group.url) as c:
-            first = only_text(await c.call_tool("echo", {"message": LONG}))
-            pages = [first]
-            while FOOTER in pages[-1]:
-                footer = pages[-1][pages[-1].rfind(FOOTER):]
-                cursor = json.loads(footer[footer.index("{"):footer.rindex("}") + 1])["cursor"]
-                pages.append(only_text(await c.call_tool("read_page", {"cursor": cursor})))
-                assert len(pages) < 100
-            joined = "".join(p[: p.rfind(FOOTER)] if FOOTER in p else p for p in pages)
+            page = only_text(await c.call_tool("echo", {"message": LONG}))
+            bodies: list[str] = []
+            while True:
+                at = page.rfind(FOOTER)
+                assert at >= 0, page[:300]
+                bodies.append(page[:at])
+                found = NEXT.search(page[at:])
+                if not found:
+                    break
+                page = only_text(await c.call_tool("read_page", {"cursor": found.group(1)}))
+                assert len(bodies) < 100, "the pages never end"
+            pages, joined = bodies, "".join(bodies)
             assert len(pages) > 3 and joined == f"Echo: {LONG}", group.stderr()
 
 

@@ -254,7 +254,8 @@ async fn post(
             request_response(registry, &handle, opened, created, stateless, validity).await
         }
         Message::Notification { method, params } => {
-            let Some(handle) = session_for_message(registry, identity, session_header, version).await?
+            let Some(handle) =
+                session_for_message(registry, identity, session_header, version).await?
             else {
                 return Ok(accepted());
             };
@@ -270,7 +271,8 @@ async fn post(
             Ok(accepted())
         }
         Message::Result { .. } | Message::Error { .. } => {
-            let Some(handle) = session_for_message(registry, identity, session_header, version).await?
+            let Some(handle) =
+                session_for_message(registry, identity, session_header, version).await?
             else {
                 return Err(Reject::bad_request(
                     "Bad Request: 2026-07-28 clients send no responses (input comes back as \

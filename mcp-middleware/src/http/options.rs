@@ -105,6 +105,11 @@ pub struct HttpOptions {
     /// Keep sessions in this shared store, so that any replica of the project serves any
     /// session (see [`crate::shared_store`]). Default: none, sessions live in this process.
     pub shared_store: Option<crate::shared_store::SharedStore>,
+    /// With a shared store: how long this replica keeps its copy of a session (and the
+    /// session's upstream) without a request before it ends the copy; the session itself lives
+    /// on in the store for [`idle_timeout`](Self::idle_timeout) and any replica restores it on
+    /// its next request. Default: `None`, the idle timeout.
+    pub replica_idle_timeout: Option<Duration>,
 }
 
 impl Default for HttpOptions {
@@ -129,6 +134,7 @@ impl Default for HttpOptions {
             tls: None,
             protected_resource: None,
             shared_store: None,
+            replica_idle_timeout: None,
         }
     }
 }

@@ -254,6 +254,24 @@ impl Registry {
         Ok(Some(handle))
     }
 
+    /// With a shared store: from now on, a session a `DELETE` ends on another replica is
+    /// dropped here at once (its upstream stops), not only at its next request.
+    pub(crate) fn listen_for_ended(self: &Arc<Self>) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        let registry = Arc::downgrade(self);
+        store.backend.listen_ended(Box::new(move |id| {
+            let Some(registry) = registry.upgrade() else {
+                return false;
+            };
+            if !id.is_empty() {
+                registry.forget(&id, "the session was ended on another replica");
+            }
+            true
+        }));
+    }
+
     /// Drops the local copy of session `id` (ended elsewhere): its upstream stops.
     fn forget(&self, id: &str, reason: &str) {
         if let Some(handle) = self.stateful.lock().ok().and_then(|mut m| m.remove(id)) {
@@ -510,7 +528,11 @@ impl Registry {
                 return Ok(false);
             }
         }
-        let removed = store.backend.delete(id).await.map_err(store_reject)?;
+        let removed = store
+            .backend
+            .delete(id, self.options.idle_timeout)
+            .await
+            .map_err(store_reject)?;
         Ok(local || removed)
     }
 
@@ -519,7 +541,12 @@ impl Registry {
     pub(crate) fn expire_idle(&self) {
         let now = Instant::now();
         let timeout = self.options.idle_timeout;
-        let expired = |handle: &Arc<SessionHandle>| {
+        // A replica's copy of a shared session may end sooner: the store keeps the session.
+        let stateful_timeout = match (&self.store, self.options.replica_idle_timeout) {
+            (Some(_), Some(replica)) => replica.min(timeout),
+            _ => timeout,
+        };
+        let expired = |handle: &Arc<SessionHandle>, timeout: Duration| {
             handle.ended.is_cancelled()
                 || (handle.idle_for(now) >= timeout
                     && handle.streams.lock().map_or(true, |s| s.is_idle()))
@@ -527,7 +554,7 @@ impl Registry {
         let mut gone = Vec::new();
         if let Ok(mut map) = self.stateful.lock() {
             map.retain(|_, handle| {
-                let keep = !expired(handle);
+                let keep = !expired(handle, stateful_timeout);
                 if !keep {
                     gone.push(handle.clone());
                 }
@@ -536,7 +563,7 @@ impl Registry {
         }
         if let Ok(mut map) = self.stateless.lock() {
             map.retain(|_, handle| {
-                let keep = !expired(handle);
+                let keep = !expired(handle, timeout);
                 if !keep {
                     gone.push(handle.clone());
                 }
@@ -545,6 +572,11 @@ impl Registry {
         }
         for handle in gone {
             if !handle.ended.is_cancelled() {
+                let timeout = if handle.sync.is_some() {
+                    stateful_timeout
+                } else {
+                    timeout
+                };
                 tracing::info!(session = %short(&handle.id), idle = ?timeout, "ending an idle HTTP session");
                 handle.close(&format!(
                     "the session was idle for {} s and ended",
@@ -615,7 +647,9 @@ async fn persist(
     match sync.flush(meta).await {
         Ok(Presence::Live) => {}
         Ok(Presence::Gone) => handle.close("the session was ended on another replica"),
-        Err(err) => tracing::warn!(session = %short(&handle.id), "{err}; the session's changes are written with its next answer"),
+        Err(err) => {
+            tracing::warn!(session = %short(&handle.id), "{err}; the session's changes are written with its next answer")
+        }
     }
 }
 
@@ -767,8 +801,9 @@ impl Registry {
         });
         if let Some(store) = self.store.clone() {
             let id = id.to_owned();
+            let ttl = self.options.idle_timeout;
             tokio::spawn(async move {
-                if let Err(err) = store.backend.delete(&id).await {
+                if let Err(err) = store.backend.delete(&id, ttl).await {
                     tracing::warn!(session = %short(&id), "{err}; the session ends here only");
                 }
             });

@@ -53,7 +53,10 @@ mod tests {
     #[test]
     fn unchanged_takes_theirs() {
         let base = json!({ "open": false });
-        assert_eq!(merge(&base, &base, &json!({ "open": true })), json!({ "open": true }));
+        assert_eq!(
+            merge(&base, &base, &json!({ "open": true })),
+            json!({ "open": true })
+        );
     }
 
     #[test]

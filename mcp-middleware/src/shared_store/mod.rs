@@ -157,8 +157,22 @@ pub(crate) enum Saved {
     Version(u64),
     /// Someone else wrote first: the version was no longer the one expected.
     Conflict,
-    /// The session is no longer in the store (deleted, or expired).
-    Gone,
+    /// The session is not in the store (expired, or lost by the store).
+    Missing,
+    /// The session was ended (`DELETE`).
+    Ended,
+}
+
+/// What [`Backend::touch`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Touched {
+    /// The session is there; the version of its states.
+    Version(u64),
+    /// The session is not there, and was not ended: it expired, or the store lost it (a
+    /// restart without persistence). A replica that holds it live writes it again.
+    Missing,
+    /// The session was ended (`DELETE`) within the last TTL.
+    Ended,
 }
 
 /// What a shared store does. Every call is bounded in time: a store that does not answer is an
@@ -174,16 +188,20 @@ pub(crate) trait Backend: Send + Sync + 'static {
         id: &'a str,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Option<StoredSession>, StoreError>>;
-    /// Renews session `id`'s TTL and returns the version of its states; `None` when it is gone.
-    fn touch<'a>(&'a self, id: &'a str, ttl: Duration)
-    -> BoxFuture<'a, Result<Option<u64>, StoreError>>;
-    /// Writes session `id`'s meta (creating the session when it is new), renewing its TTL.
+    /// Renews session `id`'s TTL and returns the version of its states.
+    fn touch<'a>(
+        &'a self,
+        id: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Touched, StoreError>>;
+    /// Writes session `id`'s meta (creating the session when it is new), renewing its TTL;
+    /// `false` (nothing written) when the session was ended.
     fn save_meta<'a>(
         &'a self,
         id: &'a str,
         meta: &'a SessionMeta,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
     /// Writes `states` of session `id` if its version is still `expected`.
     fn save_states<'a>(
         &'a self,
@@ -192,8 +210,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
         states: Vec<(String, String)>,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Saved, StoreError>>;
-    /// Removes session `id`; whether it was there.
-    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Calls `on_ended` with the id of every session a `DELETE` ends on any replica (and with
+    /// an empty id now and then, to ask whether to go on), until it returns `false`.
+    fn listen_ended(&self, on_ended: Box<dyn Fn(String) -> bool + Send + Sync>);
+    /// Removes session `id`, leaving a mark for `ttl` that it was ended (so a replica that
+    /// still holds it ends it instead of writing it again); whether it was there.
+    fn delete<'a>(&'a self, id: &'a str, ttl: Duration) -> BoxFuture<'a, Result<bool, StoreError>>;
 }
 
 /// `url` without its password (`redis://user:secret@host` -> `redis://user:***@host`), for

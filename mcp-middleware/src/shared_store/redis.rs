@@ -11,25 +11,39 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use super::{Backend, Saved, SessionMeta, StoreError, StoredSession, redact};
+use super::{Backend, Saved, SessionMeta, StoreError, StoredSession, Touched, redact};
 
 /// How long one store operation may take before the request fails.
 const OP_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Renews the TTL and returns the states' version, or -1 when the session is gone.
+/// Renews the TTL and returns the states' version; -2 when the session was ended (KEYS[2]
+/// marks it), -1 when it is missing.
 const TOUCH: &str = r"
 if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 1 then
   return tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
 end
+if redis.call('EXISTS', KEYS[2]) == 1 then return -2 end
 return -1
 ";
 
-/// Writes states if `v` is still ARGV[1]: returns the new version, -1 on conflict, -2 gone.
+/// Removes the session, marks it ended for ARGV[1] ms and tells every replica (channel
+/// KEYS[3], the id ARGV[2]); whether it was there.
+const DELETE: &str = r"
+local removed = redis.call('DEL', KEYS[1])
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
+redis.call('PUBLISH', KEYS[3], ARGV[2])
+return removed
+";
+
+/// Writes states if `v` is still ARGV[1]: returns the new version, -1 on conflict, -2 when
+/// the session is missing, -3 when it was ended.
 const SAVE_STATES: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  if redis.call('EXISTS', KEYS[2]) == 1 then return -3 end
+  return -2
+end
 local v = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
 if v ~= tonumber(ARGV[1]) then return -1 end
 for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
@@ -38,8 +52,10 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return v + 1
 ";
 
-/// Writes the meta (and `v` = 0 for a new session) and renews the TTL.
+/// Writes the meta (and `v` = 0 for a new session) and renews the TTL; 0 (nothing written)
+/// when the session was ended.
 const SAVE_META: &str = r"
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'meta', ARGV[1])
 redis.call('HSETNX', KEYS[1], 'v', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -49,10 +65,15 @@ return 1
 pub(super) struct RedisBackend {
     describe: String,
     prefix: String,
+    ended: String,
+    /// The pub/sub channel `DELETE` announces ended sessions on: `mcpm:{namespace}:ended`.
+    channel: String,
+    client: redis::Client,
     connection: ConnectionManager,
     touch: redis::Script,
     save_states: redis::Script,
     save_meta: redis::Script,
+    delete: redis::Script,
 }
 
 impl RedisBackend {
@@ -73,15 +94,19 @@ impl RedisBackend {
             .set_response_timeout(Some(OP_TIMEOUT))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(500));
-        let connection = ConnectionManager::new_lazy_with_config(client, config)
+        let connection = ConnectionManager::new_lazy_with_config(client.clone(), config)
             .map_err(|err| config_error(err.to_string()))?;
         let backend = Self {
             describe,
             prefix: format!("mcpm:{namespace}:session:"),
+            ended: format!("mcpm:{namespace}:ended:"),
+            channel: format!("mcpm:{namespace}:ended"),
+            client,
             connection,
             touch: redis::Script::new(TOUCH),
             save_states: redis::Script::new(SAVE_STATES),
             save_meta: redis::Script::new(SAVE_META),
+            delete: redis::Script::new(DELETE),
         };
         backend.ping().await?;
         Ok(backend)
@@ -91,18 +116,37 @@ impl RedisBackend {
         format!("{}{id}", self.prefix)
     }
 
-    /// Runs `op` within [`OP_TIMEOUT`], turning every failure into [`StoreError::Unavailable`].
-    async fn bounded<T>(
+    /// The mark a `DELETE` leaves: `mcpm:{namespace}:ended:{id}`.
+    fn ended_key(&self, id: &str) -> String {
+        format!("{}{id}", self.ended)
+    }
+
+    /// Runs the operation `op` makes within [`OP_TIMEOUT`], turning every failure into
+    /// [`StoreError::Unavailable`]. A connection found broken (the store restarted since the
+    /// last operation) is made again once and the operation tried on it: every operation here
+    /// is safe to repeat (a compare-and-set whose answer was lost conflicts with itself and
+    /// merges to the same state).
+    async fn bounded<T, F>(
         &self,
-        op: impl Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, StoreError> {
-        match tokio::time::timeout(OP_TIMEOUT, op).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(err)) => Err(self.unavailable(err.to_string())),
-            Err(_) => Err(self.unavailable(format!(
-                "no answer within {} ms",
-                OP_TIMEOUT.as_millis()
-            ))),
+        mut op: impl FnMut(ConnectionManager) -> F,
+    ) -> Result<T, StoreError>
+    where
+        F: Future<Output = redis::RedisResult<T>>,
+    {
+        let mut retried = false;
+        loop {
+            match tokio::time::timeout(OP_TIMEOUT, op(self.connection.clone())).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(err)) if !retried && (err.is_connection_dropped() || err.is_io_error()) => {
+                    retried = true;
+                }
+                Ok(Err(err)) => return Err(self.unavailable(err.to_string())),
+                Err(_) => {
+                    return Err(
+                        self.unavailable(format!("no answer within {} ms", OP_TIMEOUT.as_millis()))
+                    );
+                }
+            }
         }
     }
 
@@ -126,15 +170,52 @@ fn millis(ttl: Duration) -> u64 {
 }
 
 impl Backend for RedisBackend {
+    fn listen_ended(&self, on_ended: Box<dyn Fn(String) -> bool + Send + Sync>) {
+        let client = self.client.clone();
+        let channel = self.channel.clone();
+        let describe = self.describe.clone();
+        tokio::spawn(async move {
+            use futures_util::StreamExt;
+            // Reconnects after the store went away; ends when the listener says it is done.
+            loop {
+                match client.get_async_pubsub().await {
+                    Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
+                        Ok(()) => {
+                            let mut messages = pubsub.on_message();
+                            while let Some(message) = messages.next().await {
+                                if let Ok(id) = message.get_payload::<String>()
+                                    && !on_ended(id)
+                                {
+                                    return;
+                                }
+                            }
+                        }
+                        Err(err) => {
+                            tracing::debug!(store = %describe, %err, "cannot subscribe to ended sessions")
+                        }
+                    },
+                    Err(err) => {
+                        tracing::debug!(store = %describe, %err, "cannot listen for ended sessions")
+                    }
+                }
+                if !on_ended(String::new()) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
+    }
+
     fn describe(&self) -> &str {
         &self.describe
     }
 
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
-            let mut connection = self.connection.clone();
             let _: String = self
-                .bounded(redis::cmd("PING").query_async(&mut connection))
+                .bounded(|mut connection| async move {
+                    redis::cmd("PING").query_async(&mut connection).await
+                })
                 .await?;
             Ok(())
         })
@@ -147,21 +228,19 @@ impl Backend for RedisBackend {
     ) -> BoxFuture<'a, Result<Option<StoredSession>, StoreError>> {
         Box::pin(async move {
             let key = self.key(id);
-            let mut connection = self.connection.clone();
+            let mut pipe = redis::pipe();
+            pipe.atomic()
+                .hgetall(&key)
+                .pexpire(&key, i64::try_from(millis(ttl)).unwrap_or(i64::MAX));
+            let pipe = &pipe;
             let (fields, _): (BTreeMap<String, String>, i64) = self
-                .bounded(
-                    redis::pipe()
-                        .atomic()
-                        .hgetall(&key)
-                        .pexpire(&key, millis(ttl) as i64)
-                        .query_async(&mut connection),
-                )
+                .bounded(|mut connection| async move { pipe.query_async(&mut connection).await })
                 .await?;
             let Some(meta) = fields.get("meta") else {
                 return Ok(None);
             };
-            let meta: SessionMeta = serde_json::from_str(meta)
-                .map_err(|err| self.corrupt(format!("`meta`: {err}")))?;
+            let meta: SessionMeta =
+                serde_json::from_str(meta).map_err(|err| self.corrupt(format!("`meta`: {err}")))?;
             let version = match fields.get("v") {
                 Some(v) => v
                     .parse()
@@ -188,15 +267,21 @@ impl Backend for RedisBackend {
         &'a self,
         id: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<Option<u64>, StoreError>> {
+    ) -> BoxFuture<'a, Result<Touched, StoreError>> {
         Box::pin(async move {
-            let mut connection = self.connection.clone();
             let mut invocation = self.touch.key(self.key(id));
-            invocation.arg(millis(ttl));
+            invocation.key(self.ended_key(id)).arg(millis(ttl));
+            let invocation = &invocation;
             let version: i64 = self
-                .bounded(invocation.invoke_async(&mut connection))
+                .bounded(
+                    |mut connection| async move { invocation.invoke_async(&mut connection).await },
+                )
                 .await?;
-            Ok(u64::try_from(version).ok())
+            Ok(match version {
+                -2 => Touched::Ended,
+                -1 => Touched::Missing,
+                version => Touched::Version(u64::try_from(version).unwrap_or_default()),
+            })
         })
     }
 
@@ -205,16 +290,21 @@ impl Backend for RedisBackend {
         id: &'a str,
         meta: &'a SessionMeta,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let json = serde_json::to_string(meta).map_err(|err| self.corrupt(err.to_string()))?;
-            let mut connection = self.connection.clone();
             let mut invocation = self.save_meta.key(self.key(id));
-            invocation.arg(json).arg(millis(ttl));
-            let _: i64 = self
-                .bounded(invocation.invoke_async(&mut connection))
+            invocation
+                .key(self.ended_key(id))
+                .arg(json)
+                .arg(millis(ttl));
+            let invocation = &invocation;
+            let written: i64 = self
+                .bounded(
+                    |mut connection| async move { invocation.invoke_async(&mut connection).await },
+                )
                 .await?;
-            Ok(())
+            Ok(written == 1)
         })
     }
 
@@ -226,30 +316,212 @@ impl Backend for RedisBackend {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Saved, StoreError>> {
         Box::pin(async move {
-            let mut connection = self.connection.clone();
             let mut invocation = self.save_states.key(self.key(id));
-            invocation.arg(expected).arg(millis(ttl));
+            invocation
+                .key(self.ended_key(id))
+                .arg(expected)
+                .arg(millis(ttl));
             for (name, json) in states {
                 invocation.arg(format!("s:{name}")).arg(json);
             }
+            let invocation = &invocation;
             let answer: i64 = self
-                .bounded(invocation.invoke_async(&mut connection))
+                .bounded(
+                    |mut connection| async move { invocation.invoke_async(&mut connection).await },
+                )
                 .await?;
             Ok(match answer {
-                -2 => Saved::Gone,
+                -3 => Saved::Ended,
+                -2 => Saved::Missing,
                 -1 => Saved::Conflict,
                 version => Saved::Version(u64::try_from(version).unwrap_or_default()),
             })
         })
     }
 
-    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+    fn delete<'a>(&'a self, id: &'a str, ttl: Duration) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
-            let mut connection = self.connection.clone();
+            let mut invocation = self.delete.key(self.key(id));
+            invocation
+                .key(self.ended_key(id))
+                .key(&self.channel)
+                .arg(millis(ttl))
+                .arg(id);
+            let invocation = &invocation;
             let removed: i64 = self
-                .bounded(connection.del(self.key(id)))
+                .bounded(
+                    |mut connection| async move { invocation.invoke_async(&mut connection).await },
+                )
                 .await?;
             Ok(removed > 0)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Against a real `redis-server` on a free loopback port (scripts/setup-interop installs it).
+
+    use std::net::TcpListener;
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::shared_store::HandshakeRecord;
+
+    /// A `redis-server` child, killed when dropped (also when the test fails).
+    struct Server {
+        child: Child,
+        url: String,
+    }
+
+    impl Server {
+        async fn start() -> Self {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .unwrap_or(0);
+            assert_ne!(port, 0, "no free port");
+            let child = Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn();
+            let child = match child {
+                Ok(child) => child,
+                Err(err) => panic!("redis-server could not start (is it installed?): {err}"),
+            };
+            let server = Self {
+                child,
+                url: format!("redis://127.0.0.1:{port}/0"),
+            };
+            // Wait until it accepts connections (bounded: a server that never does fails).
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(Instant::now() < deadline, "redis-server did not listen");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            server
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn meta() -> SessionMeta {
+        SessionMeta {
+            principal: "token:alice".to_owned(),
+            owner: "token:alice".to_owned(),
+            handshake: HandshakeRecord {
+                initialize: Some("{}".to_owned()),
+                ..HandshakeRecord::default()
+            },
+        }
+    }
+
+    const TTL: Duration = Duration::from_secs(60);
+
+    #[tokio::test]
+    async fn states_are_written_by_compare_and_set() -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let store = RedisBackend::connect(&server.url, "unit").await?;
+        assert_eq!(
+            store.touch("s1", TTL).await?,
+            Touched::Missing,
+            "unknown session"
+        );
+        assert!(store.save_meta("s1", &meta(), TTL).await?);
+        assert_eq!(store.touch("s1", TTL).await?, Touched::Version(0));
+        let states = vec![("gate::State".to_owned(), r#"{"open":true}"#.to_owned())];
+        assert_eq!(
+            store.save_states("s1", 0, states.clone(), TTL).await?,
+            Saved::Version(1)
+        );
+        assert_eq!(
+            store.save_states("s1", 0, states.clone(), TTL).await?,
+            Saved::Conflict,
+            "a writer that read version 0 conflicts once version 1 is written"
+        );
+        let loaded = store
+            .load("s1", TTL)
+            .await?
+            .ok_or_else(|| store.corrupt("gone".into()))?;
+        assert_eq!(loaded.meta, meta());
+        assert_eq!(loaded.version, 1);
+        assert_eq!(
+            loaded.states.get("gate::State"),
+            Some(&serde_json::json!({ "open": true }))
+        );
+        assert!(store.delete("s1", TTL).await?);
+        assert!(!store.delete("s1", TTL).await?);
+        assert_eq!(store.touch("s1", TTL).await?, Touched::Ended);
+        assert_eq!(store.save_states("s1", 1, states, TTL).await?, Saved::Ended);
+        assert!(
+            !store.save_meta("s1", &meta(), TTL).await?,
+            "an ended session is not written again"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn namespaces_keep_projects_apart() -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let one = RedisBackend::connect(&server.url, "one").await?;
+        let two = RedisBackend::connect(&server.url, "two").await?;
+        one.save_meta("s", &meta(), TTL).await?;
+        assert_eq!(two.load("s", TTL).await?, None);
+        assert!(one.load("s", TTL).await?.is_some());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_store_that_goes_away_fails_fast_naming_itself_and_recovers() -> Result<(), StoreError>
+    {
+        let mut server = Server::start().await;
+        let store = RedisBackend::connect(&server.url, "unit").await?;
+        store.save_meta("s", &meta(), TTL).await?;
+        let _ = server.child.kill();
+        let _ = server.child.wait();
+        let failed = store.touch("s", TTL).await;
+        match failed {
+            Err(StoreError::Unavailable { store: named, .. }) => assert_eq!(named, server.url),
+            other => panic!("expected the store to be unavailable, got {other:?}"),
+        }
+        let port = server
+            .url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.split('/').next())
+            .unwrap_or_default()
+            .to_owned();
+        server.child = Command::new("redis-server")
+            .args(["--port", &port, "--bind", "127.0.0.1", "--save", ""])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|err| store.unavailable(err.to_string()))?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match store.ping().await {
+                Ok(()) => break,
+                Err(err) => assert!(Instant::now() < deadline, "never recovered: {err}"),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // A fresh server has lost the session (no persistence here): missing, not ended, so
+        // the replica holding it writes it again.
+        assert_eq!(store.touch("s", TTL).await?, Touched::Missing);
+        Ok(())
     }
 }

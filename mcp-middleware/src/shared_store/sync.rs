@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{SessionMeta, Saved, SharedStore, StoreError, StoredSession, merge};
+use super::{Saved, SessionMeta, SharedStore, StoreError, StoredSession, Touched, merge};
 use crate::context::SessionScope;
 use crate::model::StateDescriptor;
 
@@ -93,13 +93,23 @@ impl StateSync {
     pub(crate) async fn refresh(&self) -> Result<Presence, StoreError> {
         let backend = &self.store.backend;
         let mut synced = self.synced.lock().await;
-        let Some(version) = backend.touch(&self.id, self.ttl).await? else {
-            // Not yet written (a session whose initialize is still on its way) is not gone.
-            return Ok(if synced.meta.is_none() {
-                Presence::Live
-            } else {
-                Presence::Gone
-            });
+        let version = match backend.touch(&self.id, self.ttl).await? {
+            Touched::Version(version) => version,
+            Touched::Ended => return Ok(Presence::Gone),
+            Touched::Missing => {
+                // Not yet written (its initialize is on its way), expired while this replica
+                // kept it open (a long GET stream), or lost by a store restarted without
+                // persistence: this replica has it all, so it writes it again.
+                if let Some(meta) = synced.meta.clone() {
+                    tracing::info!(session = %short(&self.id), "the session was missing from the store; writing it again");
+                    if !backend.save_meta(&self.id, &meta, self.ttl).await? {
+                        return Ok(Presence::Gone);
+                    }
+                    synced.version = 0;
+                    synced.base.clear();
+                }
+                return Ok(Presence::Live);
+            }
         };
         if version == synced.version {
             return Ok(Presence::Live);
@@ -120,7 +130,9 @@ impl StateSync {
                 // Nothing worth restoring yet: the session exists once its initialize did.
                 return Ok(Presence::Live);
             }
-            backend.save_meta(&self.id, meta, self.ttl).await?;
+            if !backend.save_meta(&self.id, meta, self.ttl).await? {
+                return Ok(Presence::Gone);
+            }
             synced.meta = Some(meta.clone());
         }
         for _ in 0..ATTEMPTS {
@@ -142,7 +154,15 @@ impl StateSync {
                     synced.base = ours;
                     return Ok(Presence::Live);
                 }
-                Saved::Gone => return Ok(Presence::Gone),
+                Saved::Ended => return Ok(Presence::Gone),
+                Saved::Missing => {
+                    // Lost by the store (or expired): this replica writes it again, whole.
+                    if !backend.save_meta(&self.id, meta, self.ttl).await? {
+                        return Ok(Presence::Gone);
+                    }
+                    synced.version = 0;
+                    synced.base.clear();
+                }
                 Saved::Conflict => {
                     tracing::debug!(
                         session = %short(&self.id),
