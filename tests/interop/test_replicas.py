@@ -366,3 +366,39 @@ async def test_many_sessions_over_three_replicas_lose_and_misroute_nothing(tmp_p
             assert answered == LOAD_SESSIONS * LOAD_CALLS
             print(f"\n{LOAD_SESSIONS} sessions x {LOAD_CALLS} calls over 3 replicas: {took:.1f} s, "
                   f"requests per replica {group.balancer.served}")
+
+
+async def test_list_changed_sent_on_one_replica_reaches_the_get_stream_held_on_another(tmp_path: Path) -> None:
+    # A quiet upstream: the reference server announces its own list changes each time a replica
+    # starts it for the session, which would hide whether gate's came once.
+    with EchoUpstream() as upstream, replicas(tmp_path, "gate", f"echo:  url: {upstream.url}") as group:
+        crossed = 0
+        for attempt in range(8):
+            seen: list[Any] = []
+            changed = anyio.Event()
+
+            async def on_message(message: Any) -> None:
+                seen.append(message)
+                if getattr(message, "method", None) == "notifications/tools/list_changed":
+                    changed.set()
+
+            start = len(group.balancer.requests)
+            async with Client(streamable_http_client(group.url), mode="legacy", read_timeout_seconds=READ_TIMEOUT,
+                              message_handler=on_message, cache=None) as c:
+                # The client opens its GET stream after the handshake; wait until it has.
+                with anyio.fail_after(EVENT_TIMEOUT):
+                    while not any(line.startswith("GET ") for _, line, _ in group.balancer.requests[start:]):
+                        await anyio.sleep(0.01)
+                opened = await c.call_tool("begin_session", {"intent": f"attempt {attempt}"})
+                assert not opened.is_error, opened
+                with anyio.fail_after(EVENT_TIMEOUT):
+                    await changed.wait()
+                kinds = [m for m in seen if getattr(m, "method", None) == "notifications/tools/list_changed"]
+                assert len(kinds) == 1, ("exactly once", seen)
+            sent = group.balancer.requests[start:]
+            get = next(i for i, line, _ in sent if line.startswith("GET "))
+            begin = next(i for i, _, body in sent if b'"begin_session"' in body)
+            crossed += get != begin
+            if crossed:
+                break
+        assert crossed, "begin_session never landed on another replica than the GET stream"

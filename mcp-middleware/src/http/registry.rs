@@ -36,7 +36,9 @@ use crate::jsonrpc;
 use crate::project::Project;
 use crate::session::{Ended, Event, Session, SessionOptions};
 use crate::shared_store::sync::{Presence, StateSync};
-use crate::shared_store::{HandshakeRecord, SessionMeta, SharedStore, StoreError, StoredSession};
+use crate::shared_store::{
+    HandshakeRecord, Heard, SessionMeta, SharedStore, StoreError, StoredSession,
+};
 use crate::transport::Frame;
 use crate::transport::queue::LineQueue;
 use crate::upstream::Upstream;
@@ -146,11 +148,18 @@ pub(crate) struct Registry {
     starting: Mutex<()>,
     /// Where stateful sessions are shared with other replicas.
     store: Option<SharedStore>,
+    /// Messages for GET streams other replicas may hold, to announce (session id, line).
+    announce: mpsc::UnboundedSender<(Arc<str>, String)>,
+    /// Its receiving end, until `listen_to_store` takes it.
+    outbox: Mutex<Option<mpsc::UnboundedReceiver<(Arc<str>, String)>>>,
 }
 
 impl Registry {
     pub(crate) fn new(factory: SessionFactory, options: HttpOptions) -> Self {
+        let (announce, outbox) = mpsc::unbounded_channel();
         Self {
+            announce,
+            outbox: Mutex::new(Some(outbox)),
             store: options.shared_store.clone(),
             factory,
             options,
@@ -255,21 +264,51 @@ impl Registry {
     }
 
     /// With a shared store: from now on, a session a `DELETE` ends on another replica is
-    /// dropped here at once (its upstream stops), not only at its next request.
-    pub(crate) fn listen_for_ended(self: &Arc<Self>) {
+    /// dropped here at once (its upstream stops), not only at its next request; messages for
+    /// a session's GET stream that a replica without it produced reach the GET stream held
+    /// here, and those produced here for a GET stream held elsewhere are announced.
+    pub(crate) fn listen_to_store(self: &Arc<Self>) {
         let Some(store) = &self.store else {
             return;
         };
         let registry = Arc::downgrade(self);
-        store.backend.listen_ended(Box::new(move |id| {
+        store.backend.listen(Box::new(move |heard| {
             let Some(registry) = registry.upgrade() else {
                 return false;
             };
-            if !id.is_empty() {
-                registry.forget(&id, "the session was ended on another replica");
+            match heard {
+                Heard::Ended(id) => {
+                    registry.forget(&id, "the session was ended on another replica")
+                }
+                Heard::ForStream { id, line } => {
+                    let handle = registry
+                        .stateful
+                        .lock()
+                        .ok()
+                        .and_then(|m| m.get(&*id).cloned());
+                    if let Some(handle) = handle
+                        && let Ok(mut streams) = handle.streams.lock()
+                        && streams.holds_standalone()
+                    {
+                        streams.deliver_standalone(line);
+                    }
+                }
+                Heard::Reconnecting => {}
             }
             true
         }));
+        let Some(mut outbox) = self.outbox.lock().ok().and_then(|mut o| o.take()) else {
+            return;
+        };
+        let store = store.clone();
+        tokio::spawn(async move {
+            // In order, one at a time: a session's messages keep their order.
+            while let Some((id, line)) = outbox.recv().await {
+                if let Err(err) = store.backend.publish(&id, &line).await {
+                    tracing::warn!(session = %short(&id), "{err}; a message for the client's GET stream was lost");
+                }
+            }
+        });
     }
 
     /// Drops the local copy of session `id` (ended elsewhere): its upstream stops.
@@ -411,13 +450,21 @@ impl Registry {
             self.options.event_store_events,
             self.options.event_store_bytes,
         );
-        let streams = Arc::new(Mutex::new(Streams::new(
+        let mut streams = Streams::new(
             stateless,
             store,
             self.options.sse_retry_ms,
             events_tx.clone(),
             backlog,
-        )));
+        );
+        if shared.is_some() {
+            let announce = self.announce.clone();
+            let id = id.clone();
+            streams.send_standalone_elsewhere(Box::new(move |line| {
+                let _ = announce.send((id.clone(), line.to_owned()));
+            }));
+        }
+        let streams = Arc::new(Mutex::new(streams));
         let handle = Arc::new(SessionHandle {
             id,
             principal: identity.principal(),

@@ -175,6 +175,17 @@ pub(crate) enum Touched {
     Ended,
 }
 
+/// What a replica hears from the others through the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Heard {
+    /// Session `id` was ended (`DELETE`) on some replica.
+    Ended(String),
+    /// A message for session `id`'s GET stream, produced on a replica that does not hold it.
+    ForStream { id: String, line: String },
+    /// The connection to the store broke and is being made again (asks whether to go on).
+    Reconnecting,
+}
+
 /// What a shared store does. Every call is bounded in time: a store that does not answer is an
 /// [`StoreError::Unavailable`], never a hang.
 pub(crate) trait Backend: Send + Sync + 'static {
@@ -210,9 +221,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
         states: Vec<(String, String)>,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Saved, StoreError>>;
-    /// Calls `on_ended` with the id of every session a `DELETE` ends on any replica (and with
-    /// an empty id now and then, to ask whether to go on), until it returns `false`.
-    fn listen_ended(&self, on_ended: Box<dyn Fn(String) -> bool + Send + Sync>);
+    /// Calls `on_heard` with what every replica announces (sessions ended, messages for a
+    /// session's GET stream), until it returns `false`.
+    fn listen(&self, on_heard: Box<dyn Fn(Heard) -> bool + Send + Sync>);
+    /// Announces `line` for session `id`'s GET stream, which another replica may hold.
+    fn publish<'a>(&'a self, id: &'a str, line: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
     /// Removes session `id`, leaving a mark for `ttl` that it was ended (so a replica that
     /// still holds it ends it instead of writing it again); whether it was there.
     fn delete<'a>(&'a self, id: &'a str, ttl: Duration) -> BoxFuture<'a, Result<bool, StoreError>>;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use super::{Backend, Saved, SessionMeta, StoreError, StoredSession, Touched, redact};
+use super::{Backend, Heard, Saved, SessionMeta, StoreError, StoredSession, Touched, redact};
 
 /// How long one store operation may take before the request fails.
 const OP_TIMEOUT: Duration = Duration::from_secs(1);
@@ -68,6 +68,9 @@ pub(super) struct RedisBackend {
     ended: String,
     /// The pub/sub channel `DELETE` announces ended sessions on: `mcpm:{namespace}:ended`.
     channel: String,
+    /// The prefix of the channels messages for a session's GET stream travel on:
+    /// `mcpm:{namespace}:stream:{id}`.
+    stream_channel: String,
     client: redis::Client,
     connection: ConnectionManager,
     touch: redis::Script,
@@ -101,6 +104,7 @@ impl RedisBackend {
             prefix: format!("mcpm:{namespace}:session:"),
             ended: format!("mcpm:{namespace}:ended:"),
             channel: format!("mcpm:{namespace}:ended"),
+            stream_channel: format!("mcpm:{namespace}:stream:"),
             client,
             connection,
             touch: redis::Script::new(TOUCH),
@@ -170,40 +174,73 @@ fn millis(ttl: Duration) -> u64 {
 }
 
 impl Backend for RedisBackend {
-    fn listen_ended(&self, on_ended: Box<dyn Fn(String) -> bool + Send + Sync>) {
+    fn listen(&self, on_heard: Box<dyn Fn(Heard) -> bool + Send + Sync>) {
         let client = self.client.clone();
-        let channel = self.channel.clone();
+        let ended = self.channel.clone();
+        let streams = self.stream_channel.clone();
         let describe = self.describe.clone();
         tokio::spawn(async move {
             use futures_util::StreamExt;
             // Reconnects after the store went away; ends when the listener says it is done.
             loop {
                 match client.get_async_pubsub().await {
-                    Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
-                        Ok(()) => {
-                            let mut messages = pubsub.on_message();
-                            while let Some(message) = messages.next().await {
-                                if let Ok(id) = message.get_payload::<String>()
-                                    && !on_ended(id)
-                                {
-                                    return;
+                    Ok(mut pubsub) => {
+                        let subscribed = match pubsub.subscribe(&ended).await {
+                            Ok(()) => pubsub.psubscribe(format!("{streams}*")).await,
+                            Err(err) => Err(err),
+                        };
+                        match subscribed {
+                            Ok(()) => {
+                                let mut messages = pubsub.on_message();
+                                while let Some(message) = messages.next().await {
+                                    let Ok(payload) = message.get_payload::<String>() else {
+                                        continue;
+                                    };
+                                    let heard =
+                                        match message.get_channel_name().strip_prefix(&*streams) {
+                                            Some(id) => Heard::ForStream {
+                                                id: id.to_owned(),
+                                                line: payload,
+                                            },
+                                            None => Heard::Ended(payload),
+                                        };
+                                    if !on_heard(heard) {
+                                        return;
+                                    }
                                 }
                             }
+                            Err(err) => {
+                                tracing::debug!(store = %describe, %err, "cannot subscribe")
+                            }
                         }
-                        Err(err) => {
-                            tracing::debug!(store = %describe, %err, "cannot subscribe to ended sessions")
-                        }
-                    },
+                    }
                     Err(err) => {
-                        tracing::debug!(store = %describe, %err, "cannot listen for ended sessions")
+                        tracing::debug!(store = %describe, %err, "cannot listen to the store")
                     }
                 }
-                if !on_ended(String::new()) {
+                if !on_heard(Heard::Reconnecting) {
                     return;
                 }
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         });
+    }
+
+    fn publish<'a>(&'a self, id: &'a str, line: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let channel = format!("{}{id}", self.stream_channel);
+            let (channel, line) = (&channel, line);
+            let _: i64 = self
+                .bounded(|mut connection| async move {
+                    redis::cmd("PUBLISH")
+                        .arg(channel)
+                        .arg(line)
+                        .query_async(&mut connection)
+                        .await
+                })
+                .await?;
+            Ok(())
+        })
     }
 
     fn describe(&self) -> &str {
