@@ -60,6 +60,18 @@ pub(crate) struct ServeArgs {
     /// The largest request body accepted, in bytes.
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
     pub(crate) max_body_bytes: usize,
+    #[command(flatten)]
+    pub(crate) store: Box<StoreArgs>,
+    #[command(flatten)]
+    pub(crate) identity: Box<IdentityArgs>,
+    #[command(flatten)]
+    pub(crate) admin: Box<AdminArgs>,
+}
+
+/// The shared store replicas share sessions through (off unless asked for).
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Replicas")]
+pub(crate) struct StoreArgs {
     /// Keep sessions in this shared store (`redis://HOST:PORT[/DB]`, Redis or Valkey), so any
     /// replica serving the same project with the same store serves any session. Default:
     /// sessions live in this process.
@@ -70,10 +82,6 @@ pub(crate) struct ServeArgs {
     /// any replica restores it. Default: --idle-timeout.
     #[arg(long, value_name = "SECS", requires = "store")]
     pub(crate) replica_idle_timeout: Option<u64>,
-    #[command(flatten)]
-    pub(crate) identity: Box<IdentityArgs>,
-    #[command(flatten)]
-    pub(crate) admin: AdminArgs,
 }
 
 /// The admin listener (off unless asked for).
@@ -318,7 +326,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         .max_connections(args.max_connections)
         .idle_timeout(Duration::from_secs(args.idle_timeout))
         .max_body_bytes(args.max_body_bytes);
-    if let Some(secs) = args.replica_idle_timeout {
+    if let Some(secs) = args.store.replica_idle_timeout {
         options.replica_idle_timeout = Some(Duration::from_secs(secs));
     }
     if let Some(quota) = args.max_sessions_per_principal {
@@ -341,7 +349,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         .project
         .clone()
         .unwrap_or_else(|| "adhoc".to_owned());
-    let store_url = args.store.clone();
+    let store_url = args.store.store.clone();
     let proxy = build(&args.proxy, tap)?;
     let admin = admin.map(|admin| admin.with_factory(args.proxy));
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -393,11 +401,9 @@ async fn shared_store(
         );
     }
     let url = url.replacen("valkey://", "redis://", 1);
-    Ok(
-        mcp_middleware::shared_store::SharedStore::redis(&url, namespace)
-            .await
-            .context("--store")?,
-    )
+    mcp_middleware::shared_store::SharedStore::redis(&url, namespace)
+        .await
+        .context("--store")
 }
 
 /// Without the `redis` feature there is no shared store to connect to.

@@ -135,6 +135,9 @@ impl SessionHandle {
     }
 }
 
+/// A message for a session's GET stream another replica may hold: (session id, line).
+type Announced = (Arc<str>, String);
+
 /// Every open session.
 pub(crate) struct Registry {
     factory: SessionFactory,
@@ -148,10 +151,10 @@ pub(crate) struct Registry {
     starting: Mutex<()>,
     /// Where stateful sessions are shared with other replicas.
     store: Option<SharedStore>,
-    /// Messages for GET streams other replicas may hold, to announce (session id, line).
-    announce: mpsc::UnboundedSender<(Arc<str>, String)>,
+    /// Messages for GET streams other replicas may hold, to announce.
+    announce: mpsc::UnboundedSender<Announced>,
     /// Its receiving end, until `listen_to_store` takes it.
-    outbox: Mutex<Option<mpsc::UnboundedReceiver<(Arc<str>, String)>>>,
+    outbox: Mutex<Option<mpsc::UnboundedReceiver<Announced>>>,
 }
 
 impl Registry {

@@ -73,8 +73,11 @@ pub(crate) struct Streams {
     backlog: Arc<Gauge>,
     /// With a shared store: where a message for the standalone stream goes when no GET stream
     /// is attached here (the client may hold it on another replica).
-    elsewhere: Option<Box<dyn Fn(&str) + Send>>,
+    elsewhere: Option<Elsewhere>,
 }
+
+/// Where [`Streams`] hands a message for a GET stream another replica holds.
+pub(crate) type Elsewhere = Box<dyn Fn(&str) + Send>;
 
 #[derive(Default)]
 struct Stream {
@@ -154,7 +157,7 @@ impl Streams {
 
     /// From now on, messages for the standalone stream go to `elsewhere` while no GET stream
     /// is attached here (another replica of a shared store may hold it).
-    pub(crate) fn send_standalone_elsewhere(&mut self, elsewhere: Box<dyn Fn(&str) + Send>) {
+    pub(crate) fn send_standalone_elsewhere(&mut self, elsewhere: Elsewhere) {
         self.elsewhere = Some(elsewhere);
     }
 

@@ -199,6 +199,12 @@ pub struct ConfigFieldError {
     pub message: String,
 }
 
+/// How a [`StateDescriptor`] saves a state as JSON (`None`: the type is not serde).
+pub type SaveState = fn(&(dyn Any + Send)) -> Option<Result<serde_json::Value, String>>;
+
+/// How a [`StateDescriptor`] loads a state from JSON (`None`: the type is not serde).
+pub type LoadState = fn(serde_json::Value) -> Option<Result<Box<dyn Any + Send>, String>>;
+
 /// A model's per-session `State` type: how to make a fresh one, and (when the type implements
 /// serde's `Serialize` and `DeserializeOwned`) how to save and load it, so a shared store
 /// ([`crate::shared_store`]) can carry it from one replica to another.
@@ -229,9 +235,9 @@ pub struct StateDescriptor {
     /// A fresh `State::default()`.
     pub new: fn() -> Box<dyn Any + Send>,
     /// Saves a state as JSON; `None` when the type is not serde (not storable).
-    pub save: fn(&(dyn Any + Send)) -> Option<Result<serde_json::Value, String>>,
+    pub save: SaveState,
     /// Loads a state saved by `save`; `None` when the type is not serde.
-    pub load: fn(serde_json::Value) -> Option<Result<Box<dyn Any + Send>, String>>,
+    pub load: LoadState,
 }
 
 impl fmt::Debug for StateDescriptor {
@@ -269,11 +275,7 @@ impl StateDescriptor {
 
     /// The same descriptor with the given serde functions (what `#[proxy_model]` passes: its
     /// expansion picks them by whether the concrete type is serde).
-    pub const fn with_store(
-        self,
-        save: fn(&(dyn Any + Send)) -> Option<Result<serde_json::Value, String>>,
-        load: fn(serde_json::Value) -> Option<Result<Box<dyn Any + Send>, String>>,
-    ) -> Self {
+    pub const fn with_store(self, save: SaveState, load: LoadState) -> Self {
         Self { save, load, ..self }
     }
 
