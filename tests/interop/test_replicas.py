@@ -345,7 +345,9 @@ class EchoUpstream(RecordingUpstream):
 async def test_many_sessions_over_three_replicas_lose_and_misroute_nothing(tmp_path: Path) -> None:
     with EchoUpstream() as upstream:
         server = f"echo:  url: {upstream.url}"
-        with replicas(tmp_path, "gate", server) as group:
+        # Every test session comes from 127.0.0.1: room for all of them on every replica.
+        room = ["--max-sessions", "512", "--max-sessions-per-principal", "512"]
+        with replicas(tmp_path, "gate", server, flags=room) as group:
             answered = 0
 
             async def one(session: int) -> None:
