@@ -152,6 +152,8 @@ pub(crate) struct StoredSession {
 
 /// How [`Backend::save_states`] went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Only the Redis backend makes them; without it the store cannot be built.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub(crate) enum Saved {
     /// Written; the new version.
     Version(u64),
@@ -165,6 +167,8 @@ pub(crate) enum Saved {
 
 /// What [`Backend::touch`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Only the Redis backend makes them; without it the store cannot be built.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub(crate) enum Touched {
     /// The session is there; the version of its states.
     Version(u64),
@@ -177,6 +181,8 @@ pub(crate) enum Touched {
 
 /// What a replica hears from the others through the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
+// Only the Redis backend makes them; without it the store cannot be built.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub(crate) enum Heard {
     /// Session `id` was ended (`DELETE`) on some replica.
     Ended(String),
