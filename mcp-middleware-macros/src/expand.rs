@@ -73,7 +73,7 @@ fn expand(args: &Args, module: Module, model: &Model) -> TokenStream {
         .iter()
         .map(|tool| tool_descriptor(tool, &private));
     let config = descriptor(module.config.as_ref(), "ConfigDescriptor", &private);
-    let state = descriptor(module.state.as_ref(), "StateDescriptor", &private);
+    let state = state_descriptor(module.state.as_ref(), &private);
     let model_struct = model_struct(&model.name);
     let inner = quote! {
         #model_struct
@@ -425,6 +425,38 @@ fn descriptor(ty: Option<&Ident>, descriptor: &str, private: &TokenStream) -> To
         }
         None => quote!(::core::option::Option::None),
     }
+}
+
+/// `Some(StateDescriptor::of::<State>()` with its serde functions`)`, or `None`. Whether `State`
+/// is serde is known only to the type checker, so the expansion asks it by autoref
+/// specialisation (`__private::state_probe`) inside two functions the descriptor points to.
+fn state_descriptor(ty: Option<&Ident>, private: &TokenStream) -> TokenStream {
+    let Some(ty) = ty else {
+        return quote!(::core::option::Option::None);
+    };
+    let span = located(ty.span());
+    let private = respan(private, span);
+    quote_spanned! {span=> {
+        fn __state_store() -> #private::StateDescriptor {
+            #[allow(unused_imports)]
+            use #private::state_probe::{NotSerde as _, ViaSerde as _};
+            (&&#private::state_probe::Probe::<#ty>::NEW)
+                .store(#private::StateDescriptor::of::<#ty>())
+        }
+        fn __state_save(
+            state: &(dyn ::core::any::Any + ::core::marker::Send),
+        ) -> ::core::option::Option<::core::result::Result<#private::serde_json::Value, ::std::string::String>> {
+            __state_store().save(state)
+        }
+        fn __state_load(
+            value: #private::serde_json::Value,
+        ) -> ::core::option::Option<::core::result::Result<::std::boxed::Box<dyn ::core::any::Any + ::core::marker::Send>, ::std::string::String>> {
+            __state_store().load(value)
+        }
+        ::core::option::Option::Some(
+            #private::StateDescriptor::of::<#ty>().with_store(__state_save, __state_load),
+        )
+    }}
 }
 
 /// A `HookSet` constant expression.

@@ -71,4 +71,14 @@ pub enum ProxyError {
         /// What was wrong.
         message: String,
     },
+    /// A shared store was configured, but a model's `State` cannot be stored (it is not serde).
+    #[error(
+        "proxy model `{model}` keeps a `State` that is not serde (Serialize + Deserialize), so \
+         the shared store cannot carry it between replicas; derive serde on it or serve without \
+         a shared store"
+    )]
+    StateNotStorable {
+        /// The model.
+        model: String,
+    },
 }

@@ -62,6 +62,7 @@ pub mod request_tap;
 pub mod routing;
 pub mod sealed_state;
 mod session;
+pub mod shared_store;
 mod strict_json;
 pub mod trace_context;
 pub mod transport;
@@ -101,6 +102,7 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::model::compose::{ConstMessage, conflict, owners};
+    pub use crate::model::state_probe;
     pub use crate::model::{
         BoxFuture, ConfigDescriptor, Content, HookId, HookResult, HookSet, Layer, ModelDescriptor,
         Next, Observation, ProxyModel, Registration, StateDescriptor, ToolDescriptor, ToolOutput,

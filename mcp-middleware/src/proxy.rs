@@ -309,6 +309,13 @@ impl Proxy {
         options: HttpOptions,
     ) -> Result<HttpServer, ProxyError> {
         let chain = Arc::new(self.chain()?);
+        if options.shared_store.is_some()
+            && let Some(model) = crate::shared_store::sync::unstorable_models(&chain).first()
+        {
+            return Err(ProxyError::StateNotStorable {
+                model: (*model).to_owned(),
+            });
+        }
         let addr = listener.local_addr().ok();
         let factory = SessionFactory {
             server: self.server,

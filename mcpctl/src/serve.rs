@@ -9,6 +9,10 @@
 //! Quotas (SPEC S3): `--max-sessions` for the whole proxy, `--max-sessions-per-principal` for
 //! each principal (each client address when no one authenticates), `--max-connections`; a
 //! request past one is answered `503` with `Retry-After`, naming the flag.
+//!
+//! Replicas (SPEC T8): `--store redis://HOST:PORT[/DB]` keeps sessions, model state and paged
+//! documents in Redis under the project's name, so every replica started with the same store
+//! and project serves every session (README, "Running several replicas").
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -57,9 +61,27 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
     pub(crate) max_body_bytes: usize,
     #[command(flatten)]
+    pub(crate) store: Box<StoreArgs>,
+    #[command(flatten)]
     pub(crate) identity: Box<IdentityArgs>,
     #[command(flatten)]
-    pub(crate) admin: AdminArgs,
+    pub(crate) admin: Box<AdminArgs>,
+}
+
+/// The shared store replicas share sessions through (off unless asked for).
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Replicas")]
+pub(crate) struct StoreArgs {
+    /// Keep sessions in this shared store (`redis://HOST:PORT[/DB]`, Redis or Valkey), so any
+    /// replica serving the same project with the same store serves any session. Default:
+    /// sessions live in this process.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// With --store: seconds this replica keeps its copy of a session (and that session's
+    /// upstream) without a request; the session lives on in the store for --idle-timeout and
+    /// any replica restores it. Default: --idle-timeout.
+    #[arg(long, value_name = "SECS", requires = "store")]
+    pub(crate) replica_idle_timeout: Option<u64>,
 }
 
 /// The admin listener (off unless asked for).
@@ -304,6 +326,9 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         .max_connections(args.max_connections)
         .idle_timeout(Duration::from_secs(args.idle_timeout))
         .max_body_bytes(args.max_body_bytes);
+    if let Some(secs) = args.store.replica_idle_timeout {
+        options.replica_idle_timeout = Some(Duration::from_secs(secs));
+    }
     if let Some(quota) = args.max_sessions_per_principal {
         options = options.max_sessions_per_principal(quota);
     }
@@ -313,12 +338,18 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     for origin in args.allow_origins {
         options = options.allow_origin(origin);
     }
-    let (options, issuer_keys) = args.identity.apply(options, project_auth)?;
+    let (mut options, issuer_keys) = args.identity.apply(options, project_auth)?;
     let admin = crate::admin::setup::prepare(&args.admin, &args.proxy, stored.as_ref())?;
     // Dropped after the runtime: sessions have ended and their spans are flushed then.
     let traces = crate::otel::Traces::from_env(crate::otel::Downstream::Http)?;
     let taps = [traces.tap(), admin.as_ref().and_then(|admin| admin.tap())];
     let tap = mcp_middleware::request_tap::fan_out(taps.into_iter().flatten().collect());
+    let namespace = args
+        .proxy
+        .project
+        .clone()
+        .unwrap_or_else(|| "adhoc".to_owned());
+    let store_url = args.store.store.clone();
     // A project's proxy follows changes to the store (`crate::live`).
     let proxy_args = std::sync::Arc::new(args.proxy);
     let (proxy, reloader) = crate::live::Reloader::start(proxy_args.clone(), tap)?;
@@ -332,6 +363,9 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         if let Some(keys) = &issuer_keys {
             // Fail at start, not at the first client, when the issuer cannot be read.
             keys.load().await?;
+        }
+        if let Some(url) = &store_url {
+            options = options.shared_store(shared_store(url, &namespace).await?);
         }
         let server = proxy.serve_http(options).await?;
         // The one line a person (or a test harness) starting it needs: the URL, with the port
@@ -355,4 +389,31 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         Ok(stopped?)
     })
+}
+
+/// The shared store `--store URL` names, connected (it must answer now).
+#[cfg(feature = "redis")]
+async fn shared_store(
+    url: &str,
+    namespace: &str,
+) -> anyhow::Result<mcp_middleware::shared_store::SharedStore> {
+    if !(url.starts_with("redis://") || url.starts_with("valkey://")) {
+        bail!(
+            "--store: `{}` is not a redis:// URL",
+            mcp_middleware::shared_store::redact(url)
+        );
+    }
+    let url = url.replacen("valkey://", "redis://", 1);
+    mcp_middleware::shared_store::SharedStore::redis(&url, namespace)
+        .await
+        .context("--store")
+}
+
+/// Without the `redis` feature there is no shared store to connect to.
+#[cfg(not(feature = "redis"))]
+async fn shared_store(
+    _url: &str,
+    _namespace: &str,
+) -> anyhow::Result<mcp_middleware::shared_store::SharedStore> {
+    bail!("--store needs an mcpctl built with the `redis` feature")
 }

@@ -46,8 +46,9 @@ pub mod gate {
         }
     }
 
-    /// Whether this session is open, and what it was opened for.
-    #[derive(Debug, Default)]
+    /// Whether this session is open, and what it was opened for (serde: a shared store carries
+    /// it between replicas).
+    #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
     pub struct State {
         /// Set by `begin_session`.
         pub open: bool,

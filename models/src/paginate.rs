@@ -71,8 +71,9 @@ pub mod paginate {
         }
     }
 
-    /// The texts this session paged, for `read_page`.
-    #[derive(Debug, Default)]
+    /// The texts this session paged, for `read_page` (serde: a shared store carries them
+    /// between replicas, so a cursor reads on any of them).
+    #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
     pub struct State {
         pub(crate) store: PageStore,
     }
@@ -111,7 +112,7 @@ pub mod paginate {
 }
 
 /// One paged text: the text and where its pages end.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Document {
     text: Arc<str>,
     ends: Vec<usize>,
@@ -129,7 +130,7 @@ impl Document {
 
 /// A session's paged texts, numbered in the order they were stored, under a random tag that
 /// tells this session's cursors from any other's.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct PageStore {
     tag: u32,
     stored: u64,

@@ -76,7 +76,7 @@ pub(crate) fn size(bytes: usize) -> String {
 }
 
 /// How much a session's store may hold.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Limits {
     /// Documents kept at most.
     pub(crate) documents: usize,
@@ -86,7 +86,7 @@ pub(crate) struct Limits {
 
 /// Documents kept for a session, oldest first, bounded by [`Limits`]: storing one evicts the
 /// oldest until the store fits again.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Store<K, V> {
     entries: VecDeque<(K, V, usize)>,
     bytes: usize,

@@ -103,8 +103,9 @@ pub mod section_split {
         }
     }
 
-    /// The documents this session split, for `read_section`.
-    #[derive(Debug, Default)]
+    /// The documents this session split, for `read_section` (serde: a shared store carries
+    /// them between replicas).
+    #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
     pub struct State {
         pub(crate) store: SectionStore,
     }
@@ -160,7 +161,7 @@ pub mod section_split {
 }
 
 /// A document kept for `read_section`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Document {
     hash: u32,
     text: Arc<str>,
@@ -168,7 +169,7 @@ pub(crate) struct Document {
 }
 
 /// A session's split documents, by content hash.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct SectionStore {
     documents: Store<u32, Document>,
     limits: Option<Limits>,

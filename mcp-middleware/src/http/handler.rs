@@ -151,8 +151,8 @@ async fn dispatch(
     let bearer = bearer.as_ref().map(|token| &*token.0);
     match *request.method() {
         Method::POST => post(registry, &identity, validity, bearer, peer, request).await,
-        Method::GET => get(registry, &identity, validity, request.headers()),
-        _ => delete(registry, &identity, request.headers()),
+        Method::GET => get(registry, &identity, validity, request.headers()).await,
+        _ => delete(registry, &identity, request.headers()).await,
     }
 }
 
@@ -213,13 +213,16 @@ async fn post(
                     None => (
                         registry
                             .create(identity, Owner::of(identity, peer))
+                            .await
                             .map_err(|r| r.with_id(Some(id)))?,
                         true,
                     ),
                 }
             } else if let Some(sid) = session_header {
                 let handle = registry
-                    .find(sid, identity)
+                    .lookup(sid, identity)
+                    .await
+                    .map_err(|r| r.with_id(Some(id)))?
                     .ok_or_else(|| Reject::session_not_found().with_id(Some(id)))?;
                 (handle, false)
             } else if version == Some(STATELESS_VERSION) || params.is_some_and(era::has_envelope) {
@@ -251,7 +254,8 @@ async fn post(
             request_response(registry, &handle, opened, created, stateless, validity).await
         }
         Message::Notification { method, params } => {
-            let Some(handle) = session_for_message(registry, identity, session_header, version)?
+            let Some(handle) =
+                session_for_message(registry, identity, session_header, version).await?
             else {
                 return Ok(accepted());
             };
@@ -267,7 +271,8 @@ async fn post(
             Ok(accepted())
         }
         Message::Result { .. } | Message::Error { .. } => {
-            let Some(handle) = session_for_message(registry, identity, session_header, version)?
+            let Some(handle) =
+                session_for_message(registry, identity, session_header, version).await?
             else {
                 return Err(Reject::bad_request(
                     "Bad Request: 2026-07-28 clients send no responses (input comes back as \
@@ -282,7 +287,7 @@ async fn post(
 
 /// The session a notification or response belongs to; `None` for a 2026-07-28 client, whose
 /// notifications mean nothing over HTTP (a request is cancelled by closing its stream).
-fn session_for_message(
+async fn session_for_message(
     registry: &Registry,
     identity: &Identity,
     session_header: Option<&str>,
@@ -290,7 +295,8 @@ fn session_for_message(
 ) -> Result<Option<Arc<SessionHandle>>, Reject> {
     match session_header {
         Some(sid) => registry
-            .find(sid, identity)
+            .lookup(sid, identity)
+            .await?
             .map(Some)
             .ok_or_else(Reject::session_not_found),
         None if version == Some(STATELESS_VERSION) => Ok(None),
@@ -460,7 +466,7 @@ const SENTINEL_BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralP
 
 // -------------------------------------------------------------------------------------- GET
 
-fn get(
+async fn get(
     registry: &Registry,
     identity: &Identity,
     validity: Validity,
@@ -481,7 +487,7 @@ fn get(
             "Not Acceptable: a GET must accept text/event-stream",
         ));
     }
-    let handle = session_of(registry, identity, headers)?;
+    let handle = session_of(registry, identity, headers).await?;
     let attached = {
         let mut streams = handle
             .streams
@@ -502,7 +508,7 @@ fn get(
 
 // ----------------------------------------------------------------------------------- DELETE
 
-fn delete(
+async fn delete(
     registry: &Registry,
     identity: &Identity,
     headers: &HeaderMap,
@@ -510,14 +516,17 @@ fn delete(
     let id = text(headers, SESSION_ID).ok_or_else(|| {
         Reject::bad_request("Bad Request: DELETE needs the Mcp-Session-Id of the session to end")
     })?;
-    if !registry.remove(id, identity, "the client ended the session") {
+    if !registry
+        .remove(id, identity, "the client ended the session")
+        .await?
+    {
         return Err(Reject::session_not_found());
     }
     tracing::info!(session = %super::registry::short(id), "HTTP session ended by the client");
     Ok(Response::new(Body::Empty))
 }
 
-fn session_of(
+async fn session_of(
     registry: &Registry,
     identity: &Identity,
     headers: &HeaderMap,
@@ -525,7 +534,8 @@ fn session_of(
     let id = text(headers, SESSION_ID)
         .ok_or_else(|| Reject::bad_request("Bad Request: Mcp-Session-Id header is required"))?;
     registry
-        .find(id, identity)
+        .lookup(id, identity)
+        .await?
         .ok_or_else(Reject::session_not_found)
 }
 

@@ -158,5 +158,6 @@ pub(crate) fn start(
         tls: options.tls.as_ref().map(tls::TlsOptions::acceptor),
     });
     let registry = Arc::new(registry::Registry::new(factory, options));
+    registry.listen_to_store();
     server::start(listener, registry, front)
 }

@@ -102,6 +102,14 @@ pub struct HttpOptions {
     /// Publish the front as an OAuth protected resource (RFC 9728 metadata, `resource_metadata`
     /// in every `401`, required scopes). Default: not published.
     pub protected_resource: Option<ProtectedResource>,
+    /// Keep sessions in this shared store, so that any replica of the project serves any
+    /// session (see [`crate::shared_store`]). Default: none, sessions live in this process.
+    pub shared_store: Option<crate::shared_store::SharedStore>,
+    /// With a shared store: how long this replica keeps its copy of a session (and the
+    /// session's upstream) without a request before it ends the copy; the session itself lives
+    /// on in the store for [`idle_timeout`](Self::idle_timeout) and any replica restores it on
+    /// its next request. Default: `None`, the idle timeout.
+    pub replica_idle_timeout: Option<Duration>,
 }
 
 impl Default for HttpOptions {
@@ -125,6 +133,8 @@ impl Default for HttpOptions {
             auth: Auth::default(),
             tls: None,
             protected_resource: None,
+            shared_store: None,
+            replica_idle_timeout: None,
         }
     }
 }
@@ -221,6 +231,12 @@ impl HttpOptions {
     /// Publishes the front as an OAuth protected resource.
     pub fn protected_resource(mut self, resource: ProtectedResource) -> Self {
         self.protected_resource = Some(resource);
+        self
+    }
+
+    /// Keeps sessions in `store`, shared with the project's other replicas.
+    pub fn shared_store(mut self, store: crate::shared_store::SharedStore) -> Self {
+        self.shared_store = Some(store);
         self
     }
 

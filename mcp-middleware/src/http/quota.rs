@@ -27,6 +27,11 @@ impl Owner {
         Self(format!("address:{}", network(peer)))
     }
 
+    /// The owner a shared store recorded for a session (`as_str` of the original).
+    pub(crate) fn stored(key: String) -> Self {
+        Self(key)
+    }
+
     /// The key, as logs and messages show it.
     pub(crate) fn as_str(&self) -> &str {
         &self.0

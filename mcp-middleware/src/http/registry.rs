@@ -8,6 +8,13 @@
 //! idle sessions, and ends them all at shutdown. A session stops counting the moment it is
 //! deleted, or once it has ended by itself or been ended as idle: the counts are taken from the
 //! open sessions themselves, never kept beside them, so there is no count to leak.
+//!
+//! With a shared store ([`HttpOptions::shared_store`]) a stateful session is also a record in
+//! the store: [`Registry::lookup`] restores a session another replica created (same principal
+//! only), renews its TTL on every request and takes in model state other replicas wrote; the
+//! router writes the handshake and changed state before each line reaches the client; `DELETE`
+//! removes the record, and a replica still holding the session drops it on its next use. The
+//! session limits count this replica's live sessions.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +35,10 @@ use crate::context::Identity;
 use crate::jsonrpc;
 use crate::project::Project;
 use crate::session::{Ended, Event, Session, SessionOptions};
+use crate::shared_store::sync::{Presence, StateSync};
+use crate::shared_store::{
+    HandshakeRecord, Heard, SessionMeta, SharedStore, StoreError, StoredSession,
+};
 use crate::transport::Frame;
 use crate::transport::queue::LineQueue;
 use crate::upstream::Upstream;
@@ -72,6 +83,8 @@ pub(crate) struct SessionHandle {
 
     /// The caller token exchange to upstreams acts for; the handler keeps its token current.
     pub(crate) caller: Caller,
+    /// The session's link to the shared store, when there is one.
+    sync: Option<Arc<StateSync>>,
 }
 
 impl SessionHandle {
@@ -122,6 +135,9 @@ impl SessionHandle {
     }
 }
 
+/// A message for a session's GET stream another replica may hold: (session id, line).
+type Announced = (Arc<str>, String);
+
 /// Every open session.
 pub(crate) struct Registry {
     factory: SessionFactory,
@@ -133,11 +149,21 @@ pub(crate) struct Registry {
     /// Held while a session is counted, started and registered, so concurrent starts cannot
     /// pass the session limit together (starting is synchronous: spawning the upstream).
     starting: Mutex<()>,
+    /// Where stateful sessions are shared with other replicas.
+    store: Option<SharedStore>,
+    /// Messages for GET streams other replicas may hold, to announce.
+    announce: mpsc::UnboundedSender<Announced>,
+    /// Its receiving end, until `listen_to_store` takes it.
+    outbox: Mutex<Option<mpsc::UnboundedReceiver<Announced>>>,
 }
 
 impl Registry {
     pub(crate) fn new(factory: SessionFactory, options: HttpOptions) -> Self {
+        let (announce, outbox) = mpsc::unbounded_channel();
         Self {
+            announce,
+            outbox: Mutex::new(Some(outbox)),
+            store: options.shared_store.clone(),
             factory,
             options,
             stateful: Mutex::new(HashMap::new()),
@@ -186,17 +212,130 @@ impl Registry {
         (!found.ended.is_cancelled() && found.principal == identity.principal()).then_some(found)
     }
 
+    /// The stateful session `id` for `identity`, on any replica: the one open here, or, with a
+    /// shared store, the one another replica created, restored here. `None`: no such session
+    /// (or someone else's). A store that cannot be reached is an error naming it.
+    pub(crate) async fn lookup(
+        &self,
+        id: &str,
+        identity: &Identity,
+    ) -> Result<Option<Arc<SessionHandle>>, Reject> {
+        if let Some(handle) = self.find(id, identity) {
+            if let Some(sync) = &handle.sync {
+                match sync.refresh().await.map_err(store_reject)? {
+                    Presence::Live => {}
+                    Presence::Gone => {
+                        self.forget(id, "the session was ended on another replica");
+                        return Ok(None);
+                    }
+                }
+            }
+            return Ok(Some(handle));
+        }
+        let Some(store) = &self.store else {
+            return Ok(None);
+        };
+        if id.starts_with("stateless:") || id.len() > 64 {
+            return Ok(None);
+        }
+        let Some(stored) = store
+            .backend
+            .load(id, self.options.idle_timeout)
+            .await
+            .map_err(store_reject)?
+        else {
+            return Ok(None);
+        };
+        if stored.meta.principal != identity.principal() {
+            return Ok(None);
+        }
+        self.check_open()?;
+        let _starting = self.starting.lock();
+        // Another request of the session may have restored it while this one read the store.
+        if let Some(handle) = self.find(id, identity) {
+            return Ok(Some(handle));
+        }
+        let owner = Owner::stored(stored.meta.owner.clone());
+        self.check_limit(&owner)?;
+        let id: Arc<str> = id.into();
+        let handle = self.start(id.clone(), false, identity, owner, Some(stored))?;
+        if let Ok(mut map) = self.stateful.lock() {
+            map.insert(id.clone(), handle.clone());
+        }
+        tracing::info!(session = %short(&id), identity = identity.subject(), kind = identity.kind(), "HTTP session restored from the shared store");
+        Ok(Some(handle))
+    }
+
+    /// With a shared store: from now on, a session a `DELETE` ends on another replica is
+    /// dropped here at once (its upstream stops), not only at its next request; messages for
+    /// a session's GET stream that a replica without it produced reach the GET stream held
+    /// here, and those produced here for a GET stream held elsewhere are announced.
+    pub(crate) fn listen_to_store(self: &Arc<Self>) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        let registry = Arc::downgrade(self);
+        store.backend.listen(Box::new(move |heard| {
+            let Some(registry) = registry.upgrade() else {
+                return false;
+            };
+            match heard {
+                Heard::Ended(id) => {
+                    registry.forget(&id, "the session was ended on another replica")
+                }
+                Heard::ForStream { id, line } => {
+                    let handle = registry
+                        .stateful
+                        .lock()
+                        .ok()
+                        .and_then(|m| m.get(&*id).cloned());
+                    if let Some(handle) = handle
+                        && let Ok(mut streams) = handle.streams.lock()
+                        && streams.holds_standalone()
+                    {
+                        streams.deliver_standalone(line);
+                    }
+                }
+                Heard::Reconnecting => {}
+            }
+            true
+        }));
+        let Some(mut outbox) = self.outbox.lock().ok().and_then(|mut o| o.take()) else {
+            return;
+        };
+        let store = store.clone();
+        tokio::spawn(async move {
+            // In order, one at a time: a session's messages keep their order.
+            while let Some((id, line)) = outbox.recv().await {
+                if let Err(err) = store.backend.publish(&id, &line).await {
+                    tracing::warn!(session = %short(&id), "{err}; a message for the client's GET stream was lost");
+                }
+            }
+        });
+    }
+
+    /// Drops the local copy of session `id` (ended elsewhere): its upstream stops.
+    fn forget(&self, id: &str, reason: &str) {
+        if let Some(handle) = self.stateful.lock().ok().and_then(|mut m| m.remove(id)) {
+            handle.close(reason);
+        }
+    }
+
     /// Starts a stateful session (for an `initialize`) for `identity`, counted against `owner`.
-    pub(crate) fn create(
+    pub(crate) async fn create(
         &self,
         identity: &Identity,
         owner: Owner,
     ) -> Result<Arc<SessionHandle>, Reject> {
         self.check_open()?;
+        if let Some(store) = &self.store {
+            // A session other replicas cannot find would break at its first move: refuse it.
+            store.ping().await.map_err(store_reject)?;
+        }
         let _starting = self.starting.lock();
         self.check_limit(&owner)?;
         let id: Arc<str> = new_session_id()?.into();
-        let handle = self.start(id.clone(), false, identity, owner)?;
+        let handle = self.start(id.clone(), false, identity, owner, None)?;
         if let Ok(mut map) = self.stateful.lock() {
             map.insert(id.clone(), handle.clone());
         }
@@ -224,7 +363,7 @@ impl Registry {
         }
         self.check_limit(&key.owner)?;
         let id: Arc<str> = format!("stateless:{}", key.client).into();
-        let handle = self.start(id, true, identity, key.owner.clone())?;
+        let handle = self.start(id, true, identity, key.owner.clone(), None)?;
         if let Ok(mut map) = self.stateless.lock() {
             map.insert(key.clone(), handle.clone());
         }
@@ -256,6 +395,7 @@ impl Registry {
         stateless: bool,
         identity: &Identity,
         owner: Owner,
+        restore: Option<StoredSession>,
     ) -> Result<Arc<SessionHandle>, Reject> {
         let factory = &self.factory;
         let (events_tx, events_rx) = mpsc::channel(256);
@@ -264,32 +404,70 @@ impl Registry {
         let caller = Caller::new(identity.principal());
         // The running configuration (a live reload may have replaced the proxy's own).
         let current = factory.current(&caller);
-        let session = Session::start(
-            current.server,
-            factory.options_for(&caller),
-            to_client,
-            current.chain,
-            current.project,
-            identity.clone(),
-        )
-        .map_err(|err| {
+        let options = factory.options_for(&caller);
+        let started = match &restore {
+            Some(stored) => Session::restore(
+                current.server,
+                options,
+                to_client,
+                current.chain,
+                current.project,
+                identity.clone(),
+                stored.meta.handshake.clone(),
+            ),
+            None => Session::start(
+                current.server,
+                options,
+                to_client,
+                current.chain,
+                current.project,
+                identity.clone(),
+            ),
+        };
+        let mut session = started.map_err(|err| {
             Reject::new(
                 StatusCode::BAD_GATEWAY,
                 jsonrpc::UPSTREAM_UNAVAILABLE,
                 format!("Bad Gateway: {err}"),
             )
         })?;
+        // Stateless sessions stay per replica (their state is keyed by client, not by an id
+        // a client carries to another replica).
+        let shared = match (&self.store, stateless) {
+            (Some(store), false) => {
+                let handshake = session.tap_handshake();
+                let scope = session.scope();
+                let ttl = self.options.idle_timeout;
+                let sync = match restore {
+                    Some(stored) => {
+                        StateSync::restored(store.clone(), id.clone(), ttl, scope, stored)
+                            .map_err(store_reject)?
+                    }
+                    None => StateSync::new(store.clone(), id.clone(), ttl, scope),
+                };
+                Some((Arc::new(sync), handshake))
+            }
+            _ => None,
+        };
         let store = EventStore::new(
             self.options.event_store_events,
             self.options.event_store_bytes,
         );
-        let streams = Arc::new(Mutex::new(Streams::new(
+        let mut streams = Streams::new(
             stateless,
             store,
             self.options.sse_retry_ms,
             events_tx.clone(),
             backlog,
-        )));
+        );
+        if shared.is_some() {
+            let announce = self.announce.clone();
+            let id = id.clone();
+            streams.send_standalone_elsewhere(Box::new(move |line| {
+                let _ = announce.send((id.clone(), line.to_owned()));
+            }));
+        }
+        let streams = Arc::new(Mutex::new(streams));
         let handle = Arc::new(SessionHandle {
             id,
             principal: identity.principal(),
@@ -303,15 +481,29 @@ impl Registry {
             stats: SessionStats::default(),
 
             caller,
+            sync: shared.as_ref().map(|(sync, _)| sync.clone()),
         });
         let mut run = tokio::spawn(session.run(events_rx));
         let router = handle.clone();
+        let mut shared = shared.map(|(sync, handshake)| {
+            let meta = SessionMeta {
+                principal: router.principal.clone(),
+                owner: router.owner.as_str().to_owned(),
+                handshake: HandshakeRecord::default(),
+            };
+            (sync, handshake, meta)
+        });
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     biased;
                     line = lines.recv() => match line {
-                        Some(line) => route(&streams, line),
+                        Some(line) => {
+                            if let Some((sync, handshake, meta)) = &mut shared {
+                                persist(&router, sync, handshake, meta).await;
+                            }
+                            route(&streams, line)
+                        }
                         None => {
                             let _ = (&mut run).await;
                             break;
@@ -350,9 +542,14 @@ impl Registry {
         Ok(handle)
     }
 
-    /// Ends the stateful session `id` (HTTP DELETE) if `identity` started it. Returns whether
-    /// it was open (and theirs).
-    pub(crate) fn remove(&self, id: &str, identity: &Identity, reason: &str) -> bool {
+    /// Ends the stateful session `id` (HTTP DELETE) if `identity` started it, here and (with
+    /// a shared store) everywhere. Returns whether it was open (and theirs).
+    pub(crate) async fn remove(
+        &self,
+        id: &str,
+        identity: &Identity,
+        reason: &str,
+    ) -> Result<bool, Reject> {
         let principal = identity.principal();
         let removed = self.stateful.lock().ok().and_then(|mut m| {
             if m.get(id)?.principal != principal {
@@ -360,13 +557,33 @@ impl Registry {
             }
             m.remove(id)
         });
-        match removed {
+        let local = match removed {
             Some(handle) => {
                 handle.close(reason);
                 true
             }
             None => false,
+        };
+        let Some(store) = &self.store else {
+            return Ok(local);
+        };
+        if !local {
+            // Only its principal may end it; the record says who that is.
+            let stored = store
+                .backend
+                .load(id, self.options.idle_timeout)
+                .await
+                .map_err(store_reject)?;
+            if stored.is_none_or(|s| s.meta.principal != principal) {
+                return Ok(false);
+            }
         }
+        let removed = store
+            .backend
+            .delete(id, self.options.idle_timeout)
+            .await
+            .map_err(store_reject)?;
+        Ok(local || removed)
     }
 
     /// Ends every session that has been idle for the idle timeout, and forgets sessions that
@@ -374,7 +591,12 @@ impl Registry {
     pub(crate) fn expire_idle(&self) {
         let now = Instant::now();
         let timeout = self.options.idle_timeout;
-        let expired = |handle: &Arc<SessionHandle>| {
+        // A replica's copy of a shared session may end sooner: the store keeps the session.
+        let stateful_timeout = match (&self.store, self.options.replica_idle_timeout) {
+            (Some(_), Some(replica)) => replica.min(timeout),
+            _ => timeout,
+        };
+        let expired = |handle: &Arc<SessionHandle>, timeout: Duration| {
             handle.ended.is_cancelled()
                 || (handle.idle_for(now) >= timeout
                     && handle.streams.lock().map_or(true, |s| s.is_idle()))
@@ -382,7 +604,7 @@ impl Registry {
         let mut gone = Vec::new();
         if let Ok(mut map) = self.stateful.lock() {
             map.retain(|_, handle| {
-                let keep = !expired(handle);
+                let keep = !expired(handle, stateful_timeout);
                 if !keep {
                     gone.push(handle.clone());
                 }
@@ -391,7 +613,7 @@ impl Registry {
         }
         if let Ok(mut map) = self.stateless.lock() {
             map.retain(|_, handle| {
-                let keep = !expired(handle);
+                let keep = !expired(handle, timeout);
                 if !keep {
                     gone.push(handle.clone());
                 }
@@ -400,6 +622,11 @@ impl Registry {
         }
         for handle in gone {
             if !handle.ended.is_cancelled() {
+                let timeout = if handle.sync.is_some() {
+                    stateful_timeout
+                } else {
+                    timeout
+                };
                 tracing::info!(session = %short(&handle.id), idle = ?timeout, "ending an idle HTTP session");
                 handle.close(&format!(
                     "the session was idle for {} s and ended",
@@ -453,6 +680,32 @@ impl Registry {
             tracing::warn!("some sessions did not stop within {} s", wait.as_secs());
         }
     }
+}
+
+/// Writes what the client is about to be told of (the handshake, changed model state) to the
+/// shared store first, so that the client's next request finds it on any replica. A store
+/// that fails is logged and tried again with the next line; a session ended elsewhere ends.
+async fn persist(
+    handle: &SessionHandle,
+    sync: &StateSync,
+    handshake: &mut tokio::sync::watch::Receiver<HandshakeRecord>,
+    meta: &mut SessionMeta,
+) {
+    if handshake.has_changed().unwrap_or(false) {
+        meta.handshake = handshake.borrow_and_update().clone();
+    }
+    match sync.flush(meta).await {
+        Ok(Presence::Live) => {}
+        Ok(Presence::Gone) => handle.close("the session was ended on another replica"),
+        Err(err) => {
+            tracing::warn!(session = %short(&handle.id), "{err}; the session's changes are written with its next answer")
+        }
+    }
+}
+
+/// The refusal for a shared store that failed: `503`, naming the store.
+fn store_reject(err: StoreError) -> Reject {
+    Reject::unavailable(format!("Service Unavailable: {err}"))
 }
 
 fn route(streams: &Mutex<Streams>, line: crate::transport::queue::Queued) {
@@ -596,6 +849,15 @@ impl Registry {
                 .map(|(k, _)| k.clone())?;
             map.remove(&key)
         });
+        if let Some(store) = self.store.clone() {
+            let id = id.to_owned();
+            let ttl = self.options.idle_timeout;
+            tokio::spawn(async move {
+                if let Err(err) = store.backend.delete(&id, ttl).await {
+                    tracing::warn!(session = %short(&id), "{err}; the session ends here only");
+                }
+            });
+        }
         match handle {
             Some(handle) if handle.is_open() => {
                 handle.close(reason);

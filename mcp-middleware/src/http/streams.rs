@@ -73,7 +73,13 @@ pub(crate) struct Streams {
     /// What waits for the client: messages in a connected stream's queue count until the
     /// stream takes them.
     backlog: Arc<Gauge>,
+    /// With a shared store: where a message for the standalone stream goes when no GET stream
+    /// is attached here (the client may hold it on another replica).
+    elsewhere: Option<Elsewhere>,
 }
+
+/// Where [`Streams`] hands a message for a GET stream another replica holds.
+pub(crate) type Elsewhere = Box<dyn Fn(&str) + Send>;
 
 #[derive(Default)]
 struct Stream {
@@ -147,7 +153,27 @@ impl Streams {
             sweep_above: MIN_SWEEP,
             session,
             backlog,
+            elsewhere: None,
         }
+    }
+
+    /// From now on, messages for the standalone stream go to `elsewhere` while no GET stream
+    /// is attached here (another replica of a shared store may hold it).
+    pub(crate) fn send_standalone_elsewhere(&mut self, elsewhere: Elsewhere) {
+        self.elsewhere = Some(elsewhere);
+    }
+
+    /// Whether a GET stream is attached here and still open.
+    pub(crate) fn holds_standalone(&self) -> bool {
+        self.streams
+            .get(&STANDALONE)
+            .and_then(|s| s.sink.as_ref())
+            .is_some_and(|sink| !sink.tx.is_closed())
+    }
+
+    /// Delivers a message another replica produced for this session's GET stream.
+    pub(crate) fn deliver_standalone(&mut self, line: String) {
+        self.deliver(STANDALONE, line, false);
     }
 
     fn resumable(&self) -> bool {
@@ -599,6 +625,12 @@ impl Streams {
     fn onto_standalone(&mut self, line: String) {
         if self.stateless {
             tracing::debug!("dropped a message for the standalone stream of a stateless session");
+            return;
+        }
+        if let Some(elsewhere) = &self.elsewhere
+            && !self.holds_standalone()
+        {
+            elsewhere(&line);
             return;
         }
         self.deliver(STANDALONE, line, false);

@@ -43,6 +43,7 @@ mod id_map;
 mod lifecycle;
 mod reload;
 mod rounds;
+mod shared;
 mod upstream_end;
 
 pub(crate) use handshake::{Handshake, Step};
@@ -305,6 +306,8 @@ pub(crate) struct Session {
     taps: crate::request_tap::Taps,
     /// Live changes of the configuration, when the proxy follows them (`session/reload.rs`).
     live: Option<crate::live::Follower>,
+    /// Told of every change of `handshake` when a shared store keeps the session (`shared`).
+    handshake_tap: Option<tokio::sync::watch::Sender<crate::shared_store::HandshakeRecord>>,
 }
 
 impl Session {
@@ -358,6 +361,7 @@ impl Session {
             hook_rounds: rounds::HookRounds::default(),
             malformed_from_upstream: 0,
             dropped_for_backlog: 0,
+            handshake_tap: None,
         })
     }
 
@@ -944,6 +948,12 @@ impl Session {
     /// Keeps what a restarted upstream must be told again.
     fn remember_state(&mut self, method: &str, params: Option<&str>) {
         self.handshake.remember(method, params);
+        if matches!(
+            method,
+            "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe"
+        ) {
+            self.publish_handshake();
+        }
     }
 
     // ---------------------------------------------------------------- upstream → client
@@ -1055,6 +1065,7 @@ impl Session {
             && let Ok(result) = outcome
         {
             self.record_session_info(&params, result);
+            self.publish_handshake();
         }
         if method == "server/discover"
             && matches!(self.era, ClientEra::Unknown)

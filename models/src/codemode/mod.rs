@@ -82,10 +82,12 @@ pub mod codemode {
         }
     }
 
-    /// What a session knows of its servers.
-    #[derive(Debug, Default)]
+    /// What a session knows of its servers. A shared store carries the servers' description;
+    /// the catalog is a cache, built again from a listing on the replica that needs it.
+    #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
     pub struct State {
         /// The per-server view, until the tools change.
+        #[serde(skip)]
         catalog: Option<Arc<Catalog>>,
         /// The servers' names and instructions, from `initialize`.
         server_info: Option<(String, Option<String>, Option<String>)>,

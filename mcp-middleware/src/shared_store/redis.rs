@@ -1,0 +1,564 @@
+//! The Redis (or Valkey) backend of the shared store, through the `redis` crate's connection
+//! manager (one multiplexed connection per replica, reconnected when it breaks).
+//!
+//! A session is one hash, `mcpm:{namespace}:session:{id}`: `meta` (JSON [`SessionMeta`]),
+//! `v` (the states' version) and `s:{state type}` (each model state's JSON). Writes that must
+//! be atomic are Lua scripts: the compare-and-set of states checks `v` and writes in one step.
+//! Every command is bounded by [`OP_TIMEOUT`]; the connection manager's own connect and
+//! response timeouts are the same, so a store that is down answers "unavailable" within it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use super::{Backend, Heard, Saved, SessionMeta, StoreError, StoredSession, Touched, redact};
+
+/// How long one store operation may take before the request fails.
+const OP_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Renews the TTL and returns the states' version; -2 when the session was ended (KEYS[2]
+/// marks it), -1 when it is missing.
+const TOUCH: &str = r"
+if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 1 then
+  return tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then return -2 end
+return -1
+";
+
+/// Removes the session, marks it ended for ARGV[1] ms and tells every replica (channel
+/// KEYS[3], the id ARGV[2]); whether it was there.
+const DELETE: &str = r"
+local removed = redis.call('DEL', KEYS[1])
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
+redis.call('PUBLISH', KEYS[3], ARGV[2])
+return removed
+";
+
+/// Writes states if `v` is still ARGV[1]: returns the new version, -1 on conflict, -2 when
+/// the session is missing, -3 when it was ended.
+const SAVE_STATES: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  if redis.call('EXISTS', KEYS[2]) == 1 then return -3 end
+  return -2
+end
+local v = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
+if v ~= tonumber(ARGV[1]) then return -1 end
+for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[1], 'v', v + 1)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return v + 1
+";
+
+/// Writes the meta (and `v` = 0 for a new session) and renews the TTL; 0 (nothing written)
+/// when the session was ended.
+const SAVE_META: &str = r"
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'meta', ARGV[1])
+redis.call('HSETNX', KEYS[1], 'v', 0)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+";
+
+pub(super) struct RedisBackend {
+    describe: String,
+    prefix: String,
+    ended: String,
+    /// The pub/sub channel `DELETE` announces ended sessions on: `mcpm:{namespace}:ended`.
+    channel: String,
+    /// The prefix of the channels messages for a session's GET stream travel on:
+    /// `mcpm:{namespace}:stream:{id}`.
+    stream_channel: String,
+    client: redis::Client,
+    connection: ConnectionManager,
+    touch: redis::Script,
+    save_states: redis::Script,
+    save_meta: redis::Script,
+    delete: redis::Script,
+}
+
+impl RedisBackend {
+    pub(super) async fn connect(url: &str, namespace: &str) -> Result<Self, StoreError> {
+        let describe = redact(url);
+        let config_error = |reason: String| StoreError::Config {
+            store: describe.clone(),
+            reason,
+        };
+        if namespace.is_empty() || namespace.contains(['{', '}', ' ']) {
+            return Err(config_error(format!(
+                "the namespace `{namespace}` must be non-empty, without spaces or braces"
+            )));
+        }
+        let client = redis::Client::open(url).map_err(|err| config_error(err.to_string()))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(OP_TIMEOUT))
+            .set_response_timeout(Some(OP_TIMEOUT))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let connection = ConnectionManager::new_lazy_with_config(client.clone(), config)
+            .map_err(|err| config_error(err.to_string()))?;
+        let backend = Self {
+            describe,
+            prefix: format!("mcpm:{namespace}:session:"),
+            ended: format!("mcpm:{namespace}:ended:"),
+            channel: format!("mcpm:{namespace}:ended"),
+            stream_channel: format!("mcpm:{namespace}:stream:"),
+            client,
+            connection,
+            touch: redis::Script::new(TOUCH),
+            save_states: redis::Script::new(SAVE_STATES),
+            save_meta: redis::Script::new(SAVE_META),
+            delete: redis::Script::new(DELETE),
+        };
+        backend.ping().await?;
+        Ok(backend)
+    }
+
+    fn key(&self, id: &str) -> String {
+        format!("{}{id}", self.prefix)
+    }
+
+    /// The mark a `DELETE` leaves: `mcpm:{namespace}:ended:{id}`.
+    fn ended_key(&self, id: &str) -> String {
+        format!("{}{id}", self.ended)
+    }
+
+    /// Runs the operation `op` makes within [`OP_TIMEOUT`], turning every failure into
+    /// [`StoreError::Unavailable`]. A connection found broken (the store restarted since the
+    /// last operation) is made again once and the operation tried on it: every operation here
+    /// is safe to repeat (a compare-and-set whose answer was lost conflicts with itself and
+    /// merges to the same state).
+    async fn bounded<T, F>(
+        &self,
+        mut op: impl FnMut(ConnectionManager) -> F,
+    ) -> Result<T, StoreError>
+    where
+        F: Future<Output = redis::RedisResult<T>>,
+    {
+        let mut retried = false;
+        loop {
+            match tokio::time::timeout(OP_TIMEOUT, op(self.connection.clone())).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(err)) if !retried && (err.is_connection_dropped() || err.is_io_error()) => {
+                    retried = true;
+                }
+                Ok(Err(err)) => return Err(self.unavailable(err.to_string())),
+                Err(_) => {
+                    return Err(
+                        self.unavailable(format!("no answer within {} ms", OP_TIMEOUT.as_millis()))
+                    );
+                }
+            }
+        }
+    }
+
+    fn unavailable(&self, reason: String) -> StoreError {
+        StoreError::Unavailable {
+            store: self.describe.clone(),
+            reason,
+        }
+    }
+
+    fn corrupt(&self, reason: String) -> StoreError {
+        StoreError::Corrupt {
+            store: self.describe.clone(),
+            reason,
+        }
+    }
+}
+
+fn millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+impl Backend for RedisBackend {
+    fn listen(&self, on_heard: Box<dyn Fn(Heard) -> bool + Send + Sync>) {
+        let client = self.client.clone();
+        let ended = self.channel.clone();
+        let streams = self.stream_channel.clone();
+        let describe = self.describe.clone();
+        tokio::spawn(async move {
+            use futures_util::StreamExt;
+            // Reconnects after the store went away; ends when the listener says it is done.
+            loop {
+                match client.get_async_pubsub().await {
+                    Ok(mut pubsub) => {
+                        let subscribed = match pubsub.subscribe(&ended).await {
+                            Ok(()) => pubsub.psubscribe(format!("{streams}*")).await,
+                            Err(err) => Err(err),
+                        };
+                        match subscribed {
+                            Ok(()) => {
+                                let mut messages = pubsub.on_message();
+                                while let Some(message) = messages.next().await {
+                                    let Ok(payload) = message.get_payload::<String>() else {
+                                        continue;
+                                    };
+                                    let heard =
+                                        match message.get_channel_name().strip_prefix(&*streams) {
+                                            Some(id) => Heard::ForStream {
+                                                id: id.to_owned(),
+                                                line: payload,
+                                            },
+                                            None => Heard::Ended(payload),
+                                        };
+                                    if !on_heard(heard) {
+                                        return;
+                                    }
+                                }
+                            }
+                            Err(err) => {
+                                tracing::debug!(store = %describe, %err, "cannot subscribe")
+                            }
+                        }
+                    }
+                    Err(err) => {
+                        tracing::debug!(store = %describe, %err, "cannot listen to the store")
+                    }
+                }
+                if !on_heard(Heard::Reconnecting) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
+    }
+
+    fn publish<'a>(&'a self, id: &'a str, line: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let channel = format!("{}{id}", self.stream_channel);
+            let (channel, line) = (&channel, line);
+            let _: i64 = self
+                .bounded(|mut connection| async move {
+                    redis::cmd("PUBLISH")
+                        .arg(channel)
+                        .arg(line)
+                        .query_async(&mut connection)
+                        .await
+                })
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn describe(&self) -> &str {
+        &self.describe
+    }
+
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            let _: String = self
+                .bounded(|mut connection| async move {
+                    redis::cmd("PING").query_async(&mut connection).await
+                })
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn load<'a>(
+        &'a self,
+        id: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Option<StoredSession>, StoreError>> {
+        Box::pin(async move {
+            let key = self.key(id);
+            let mut pipe = redis::pipe();
+            pipe.atomic()
+                .hgetall(&key)
+                .pexpire(&key, i64::try_from(millis(ttl)).unwrap_or(i64::MAX));
+            let pipe = &pipe;
+            let (fields, _): (BTreeMap<String, String>, i64) = self
+                .bounded(|mut connection| async move { pipe.query_async(&mut connection).await })
+                .await?;
+            let Some(meta) = fields.get("meta") else {
+                return Ok(None);
+            };
+            let meta: SessionMeta =
+                serde_json::from_str(meta).map_err(|err| self.corrupt(format!("`meta`: {err}")))?;
+            let version = match fields.get("v") {
+                Some(v) => v
+                    .parse()
+                    .map_err(|err| self.corrupt(format!("`v`: {err}")))?,
+                None => 0,
+            };
+            let mut states = BTreeMap::new();
+            for (field, value) in &fields {
+                if let Some(name) = field.strip_prefix("s:") {
+                    let value = serde_json::from_str(value)
+                        .map_err(|err| self.corrupt(format!("`{field}`: {err}")))?;
+                    states.insert(name.to_owned(), value);
+                }
+            }
+            Ok(Some(StoredSession {
+                meta,
+                version,
+                states,
+            }))
+        })
+    }
+
+    fn touch<'a>(
+        &'a self,
+        id: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Touched, StoreError>> {
+        Box::pin(async move {
+            let mut invocation = self.touch.key(self.key(id));
+            invocation.key(self.ended_key(id)).arg(millis(ttl));
+            let invocation = &invocation;
+            let version: i64 = self
+                .bounded(
+                    |mut connection| async move { invocation.invoke_async(&mut connection).await },
+                )
+                .await?;
+            Ok(match version {
+                -2 => Touched::Ended,
+                -1 => Touched::Missing,
+                version => Touched::Version(u64::try_from(version).unwrap_or_default()),
+            })
+        })
+    }
+
+    fn save_meta<'a>(
+        &'a self,
+        id: &'a str,
+        meta: &'a SessionMeta,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let json = serde_json::to_string(meta).map_err(|err| self.corrupt(err.to_string()))?;
+            let mut invocation = self.save_meta.key(self.key(id));
+            invocation
+                .key(self.ended_key(id))
+                .arg(json)
+                .arg(millis(ttl));
+            let invocation = &invocation;
+            let written: i64 = self
+                .bounded(
+                    |mut connection| async move { invocation.invoke_async(&mut connection).await },
+                )
+                .await?;
+            Ok(written == 1)
+        })
+    }
+
+    fn save_states<'a>(
+        &'a self,
+        id: &'a str,
+        expected: u64,
+        states: Vec<(String, String)>,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Saved, StoreError>> {
+        Box::pin(async move {
+            let mut invocation = self.save_states.key(self.key(id));
+            invocation
+                .key(self.ended_key(id))
+                .arg(expected)
+                .arg(millis(ttl));
+            for (name, json) in states {
+                invocation.arg(format!("s:{name}")).arg(json);
+            }
+            let invocation = &invocation;
+            let answer: i64 = self
+                .bounded(
+                    |mut connection| async move { invocation.invoke_async(&mut connection).await },
+                )
+                .await?;
+            Ok(match answer {
+                -3 => Saved::Ended,
+                -2 => Saved::Missing,
+                -1 => Saved::Conflict,
+                version => Saved::Version(u64::try_from(version).unwrap_or_default()),
+            })
+        })
+    }
+
+    fn delete<'a>(&'a self, id: &'a str, ttl: Duration) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let mut invocation = self.delete.key(self.key(id));
+            invocation
+                .key(self.ended_key(id))
+                .key(&self.channel)
+                .arg(millis(ttl))
+                .arg(id);
+            let invocation = &invocation;
+            let removed: i64 = self
+                .bounded(
+                    |mut connection| async move { invocation.invoke_async(&mut connection).await },
+                )
+                .await?;
+            Ok(removed > 0)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Against a real `redis-server` on a free loopback port (scripts/setup-interop installs it).
+
+    use std::net::TcpListener;
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::shared_store::HandshakeRecord;
+
+    /// A `redis-server` child, killed when dropped (also when the test fails).
+    struct Server {
+        child: Child,
+        url: String,
+    }
+
+    impl Server {
+        async fn start() -> Self {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .unwrap_or(0);
+            assert_ne!(port, 0, "no free port");
+            let child = Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn();
+            let child = match child {
+                Ok(child) => child,
+                Err(err) => panic!("redis-server could not start (is it installed?): {err}"),
+            };
+            let server = Self {
+                child,
+                url: format!("redis://127.0.0.1:{port}/0"),
+            };
+            // Wait until it accepts connections (bounded: a server that never does fails).
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(Instant::now() < deadline, "redis-server did not listen");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            server
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn meta() -> SessionMeta {
+        SessionMeta {
+            principal: "token:alice".to_owned(),
+            owner: "token:alice".to_owned(),
+            handshake: HandshakeRecord {
+                initialize: Some("{}".to_owned()),
+                ..HandshakeRecord::default()
+            },
+        }
+    }
+
+    const TTL: Duration = Duration::from_secs(60);
+
+    #[tokio::test]
+    async fn states_are_written_by_compare_and_set() -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let store = RedisBackend::connect(&server.url, "unit").await?;
+        assert_eq!(
+            store.touch("s1", TTL).await?,
+            Touched::Missing,
+            "unknown session"
+        );
+        assert!(store.save_meta("s1", &meta(), TTL).await?);
+        assert_eq!(store.touch("s1", TTL).await?, Touched::Version(0));
+        let states = vec![("gate::State".to_owned(), r#"{"open":true}"#.to_owned())];
+        assert_eq!(
+            store.save_states("s1", 0, states.clone(), TTL).await?,
+            Saved::Version(1)
+        );
+        assert_eq!(
+            store.save_states("s1", 0, states.clone(), TTL).await?,
+            Saved::Conflict,
+            "a writer that read version 0 conflicts once version 1 is written"
+        );
+        let loaded = store
+            .load("s1", TTL)
+            .await?
+            .ok_or_else(|| store.corrupt("gone".into()))?;
+        assert_eq!(loaded.meta, meta());
+        assert_eq!(loaded.version, 1);
+        assert_eq!(
+            loaded.states.get("gate::State"),
+            Some(&serde_json::json!({ "open": true }))
+        );
+        assert!(store.delete("s1", TTL).await?);
+        assert!(!store.delete("s1", TTL).await?);
+        assert_eq!(store.touch("s1", TTL).await?, Touched::Ended);
+        assert_eq!(store.save_states("s1", 1, states, TTL).await?, Saved::Ended);
+        assert!(
+            !store.save_meta("s1", &meta(), TTL).await?,
+            "an ended session is not written again"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn namespaces_keep_projects_apart() -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let one = RedisBackend::connect(&server.url, "one").await?;
+        let two = RedisBackend::connect(&server.url, "two").await?;
+        one.save_meta("s", &meta(), TTL).await?;
+        assert_eq!(two.load("s", TTL).await?, None);
+        assert!(one.load("s", TTL).await?.is_some());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_store_that_goes_away_fails_fast_naming_itself_and_recovers() -> Result<(), StoreError>
+    {
+        let mut server = Server::start().await;
+        let store = RedisBackend::connect(&server.url, "unit").await?;
+        store.save_meta("s", &meta(), TTL).await?;
+        let _ = server.child.kill();
+        let _ = server.child.wait();
+        let failed = store.touch("s", TTL).await;
+        match failed {
+            Err(StoreError::Unavailable { store: named, .. }) => assert_eq!(named, server.url),
+            other => panic!("expected the store to be unavailable, got {other:?}"),
+        }
+        let port = server
+            .url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.split('/').next())
+            .unwrap_or_default()
+            .to_owned();
+        server.child = Command::new("redis-server")
+            .args(["--port", &port, "--bind", "127.0.0.1", "--save", ""])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|err| store.unavailable(err.to_string()))?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match store.ping().await {
+                Ok(()) => break,
+                Err(err) => assert!(Instant::now() < deadline, "never recovered: {err}"),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // A fresh server has lost the session (no persistence here): missing, not ended, so
+        // the replica holding it writes it again.
+        assert_eq!(store.touch("s", TTL).await?, Touched::Missing);
+        Ok(())
+    }
+}

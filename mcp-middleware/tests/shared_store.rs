@@ -1,0 +1,130 @@
+//! Model states and the shared store (SPEC T8, issue 15): `#[proxy_model]` finds out by itself
+//! whether a model's `State` is serde, a storable state round-trips through its descriptor, and
+//! serving with a shared store refuses at start a chain whose state cannot travel, naming the
+//! model.
+
+#![allow(missing_docs, unreachable_pub)]
+
+use mcp_middleware::prelude::*;
+
+/// A model whose state derives serde: storable.
+#[proxy_model]
+pub mod counted {
+    /// Calls seen.
+    #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+    pub struct State {
+        pub calls: u64,
+        pub names: Vec<String>,
+    }
+}
+
+/// A model whose state is not serde: works in-process, refused by a shared store.
+#[proxy_model]
+pub mod unstorable {
+    /// Holds something serde cannot write.
+    #[derive(Debug, Default)]
+    pub struct State {
+        pub started: Option<std::time::Instant>,
+    }
+}
+
+/// Composes both: the chain has one storable and one unstorable state.
+#[proxy_model(extends = [counted, unstorable])]
+pub mod both {}
+
+#[test]
+fn the_macro_knows_which_states_are_storable() {
+    let counted = counted::__PROXY_MODEL_STATE.expect("counted has a State");
+    let unstorable = unstorable::__PROXY_MODEL_STATE.expect("unstorable has a State");
+    assert!(counted.is_storable());
+    assert!(!unstorable.is_storable());
+    assert!(unstorable.save(&unstorable::State::default()).is_none());
+}
+
+#[test]
+fn a_storable_state_round_trips_as_json() {
+    let descriptor = counted::__PROXY_MODEL_STATE.expect("counted has a State");
+    let state = counted::State {
+        calls: 3,
+        names: vec!["echo".to_owned()],
+    };
+    let saved = descriptor.save(&state).expect("storable").expect("saved");
+    assert_eq!(saved, serde_json::json!({ "calls": 3, "names": ["echo"] }));
+    let loaded = descriptor.load(saved).expect("storable").expect("loaded");
+    let loaded = loaded
+        .downcast_ref::<counted::State>()
+        .expect("the state type");
+    assert_eq!(
+        (loaded.calls, loaded.names.clone()),
+        (3, vec!["echo".to_owned()])
+    );
+    let wrong = descriptor.load(serde_json::json!({ "calls": "three" }));
+    assert!(
+        wrong.is_some_and(|r| r.is_err()),
+        "a bad record is an error, not a panic"
+    );
+}
+
+/// With a real `redis-server` on a free loopback port (scripts/setup-interop installs it).
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn serving_with_a_shared_store_refuses_a_model_whose_state_cannot_travel() {
+    use mcp_middleware::http::HttpOptions;
+    use mcp_middleware::shared_store::SharedStore;
+    use mcp_middleware::upstream::StdioServer;
+    use mcp_middleware::{Proxy, ProxyError};
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let mut child = std::process::Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server starts (is it installed?)");
+    struct Kill<'a>(&'a mut std::process::Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _kill = Kill(&mut child);
+    let url = format!("redis://127.0.0.1:{port}/0");
+    // Until it listens (bounded: a server that never does fails the test).
+    let mut attempts = 0;
+    let store = loop {
+        match SharedStore::redis(&url, "tests").await {
+            Ok(store) => break store,
+            Err(err) if attempts > 500 => panic!("redis-server never answered: {err}"),
+            Err(_) => attempts += 1,
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let options = HttpOptions::default()
+        .listen("127.0.0.1:0".parse().expect("an address"))
+        .shared_store(store);
+    let refused = Proxy::new(StdioServer::new("true"))
+        .model::<both::Model>()
+        .serve_http(options.clone())
+        .await;
+    match refused {
+        Err(err @ ProxyError::StateNotStorable { .. }) => {
+            assert!(err.to_string().contains("`unstorable`"), "{err}")
+        }
+        other => panic!("expected StateNotStorable, got {:?}", other.map(|_| ())),
+    }
+    let served = Proxy::new(StdioServer::new("true"))
+        .model::<counted::Model>()
+        .serve_http(options)
+        .await;
+    assert!(served.is_ok(), "a storable chain serves");
+}

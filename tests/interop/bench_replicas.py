@@ -1,0 +1,82 @@
+"""The shared store's per-request cost, measured through the real binary (not a test).
+
+    MCP_HTTP_PROXY=target/debug/mcpctl tests/interop/.venv/bin/python tests/interop/bench_replicas.py
+
+Starts `redis-server` on a free loopback port, one shared HTTP upstream (`echo`), and two
+`mcpctl serve` processes of the same project (the `gate` model): one in-process, one with
+`--store redis://...`. Opens one session on each (`begin_session` called, so every call runs the
+model chain and the store's per-request work: TTL renewal and version check on the way in, the
+state comparison on the way out), then times `tools/call echo` over one kept-alive HTTP
+connection, alternating between the two, and prints p50 / p90 of each and the difference. The
+client's own time is in both, so compare within one run.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import httpx2  # noqa: E402
+from test_replicas import EchoUpstream, RedisServer, project_yaml  # noqa: E402
+
+from conftest import ServedProcess  # noqa: E402
+
+BINARY = os.environ.get("MCP_HTTP_PROXY") or sys.exit("set MCP_HTTP_PROXY to the mcpctl binary")
+RUNS = int(os.environ.get("RUNS", "500"))
+ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def session(http: httpx2.Client, url: str) -> dict[str, str]:
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}
+    started = http.post(url, headers=ACCEPT, json=init)
+    headers = {**ACCEPT, "mcp-session-id": started.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+    http.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    begun = http.post(url, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                                  "params": {"name": "begin_session", "arguments": {"intent": "bench"}}})
+    assert begun.status_code == 200, begun.text
+    return headers
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp, EchoUpstream() as upstream:
+        root = Path(tmp)
+        spec = root / "project.yaml"
+        spec.write_text(project_yaml("gate", f"echo:  url: {upstream.url}"), encoding="utf-8")
+        env = {**os.environ, "MCPCTL_HOME": str(root / "home")}
+        subprocess.run([BINARY, "apply", "-f", str(spec)], env=env, check=True, capture_output=True)
+        (root / "redis").mkdir()
+        redis = RedisServer(root / "redis")
+        serve = [BINARY, "serve", "shared", "--listen", "127.0.0.1:0"]
+        try:
+            with ServedProcess(serve, env) as local, ServedProcess([*serve, "--store", redis.url], env) as shared, \
+                    httpx2.Client(timeout=30) as http:
+                targets = {"in-process": (local.url or "", session(http, local.url or "")),
+                           "--store redis": (shared.url or "", session(http, shared.url or ""))}
+                times: dict[str, list[float]] = {name: [] for name in targets}
+                for n in range(RUNS):
+                    for name, (url, headers) in targets.items():
+                        call = {"jsonrpc": "2.0", "id": 10 + n, "method": "tools/call",
+                                "params": {"name": "echo", "arguments": {"n": n}}}
+                        started = time.perf_counter()
+                        answer = http.post(url, headers=headers, json=call)
+                        times[name].append((time.perf_counter() - started) * 1000)
+                        assert answer.status_code == 200 and '\\"n\\": ' in answer.text, answer.text
+                for name, samples in times.items():
+                    samples.sort()
+                    p90 = samples[int(len(samples) * 0.9)]
+                    print(f"{name:>14}: p50 {statistics.median(samples):.3f} ms, p90 {p90:.3f} ms ({RUNS} calls)")
+                delta = statistics.median(times["--store redis"]) - statistics.median(times["in-process"])
+                print(f"{'difference':>14}: {delta:+.3f} ms p50")
+        finally:
+            redis.stop()
+
+
+if __name__ == "__main__":
+    main()
