@@ -361,6 +361,7 @@ fn a_session_ended_by_the_admin_is_gone_for_its_client() {
     assert_eq!(listed["clientVersion"], "7.1");
     assert_eq!(listed["model"], "audit");
     assert_eq!(listed["requests"], 1);
+    assert_eq!(listed["queuedBytes"], 0, "{listed}");
     assert!(listed["startedAt"].as_str().unwrap().ends_with('Z'));
 
     let call = mcp(
@@ -539,6 +540,16 @@ fn metrics_count_real_calls() {
     {
         Some(prometheus_parse::Value::Gauge(n)) => assert_eq!(*n, 1.0),
         other => panic!("no open-sessions gauge: {other:?}"),
+    }
+    // Every answer was read: nothing waits for the client.
+    match scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "mcp_client_queue_bytes")
+        .map(|s| &s.value)
+    {
+        Some(prometheus_parse::Value::Gauge(n)) => assert_eq!(*n, 0.0),
+        other => panic!("no client-queue gauge: {other:?}\n{text}"),
     }
 }
 

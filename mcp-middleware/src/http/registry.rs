@@ -752,6 +752,10 @@ pub struct SessionSummary {
     pub requests: u64,
     /// How many SSE streams its requests hold open (one per request in flight).
     pub open_streams: usize,
+    /// Bytes of messages waiting for the client: queued by the session and not yet taken by a
+    /// connected stream (a client that does not read makes this grow, up to
+    /// [`SessionOptions::client_queue_bytes`](crate::SessionOptions::client_queue_bytes)).
+    pub queued_bytes: usize,
 }
 
 /// Counts kept per session for [`SessionSummary`]: written by `send`, read by the admin API.
@@ -820,6 +824,7 @@ impl SessionHandle {
             last_activity_at: std::time::SystemTime::now() - self.idle_for(now),
             requests: self.stats.requests.load(Ordering::Relaxed),
             open_streams: self.streams.lock().map_or(0, |s| s.in_flight()),
+            queued_bytes: self.streams.lock().map_or(0, |s| s.queued_bytes()),
         }
     }
 }

@@ -751,6 +751,11 @@ impl Streams {
         })
     }
 
+    /// Bytes waiting for the client (the session's queue and connected streams' queues).
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.backlog.queued()
+    }
+
     /// How many requests are in flight (`subscriptions/listen` streams do not count).
     pub(crate) fn in_flight(&self) -> usize {
         self.streams

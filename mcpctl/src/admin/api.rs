@@ -279,6 +279,7 @@ fn session_json(session: &SessionSummary, model: &str) -> Value {
         "lastActivityAt": rfc3339(session.last_activity_at),
         "requests": session.requests,
         "openStreams": session.open_streams,
+        "queuedBytes": session.queued_bytes,
     })
 }
 
@@ -586,8 +587,10 @@ fn apply_errors(errors: Vec<Value>) -> Response<Body> {
 /// `GET /metrics`.
 #[cfg(feature = "metrics")]
 pub(crate) fn metrics(state: &AdminState) -> Response<Body> {
+    let sessions = state.sessions.list();
     let text = state.metrics.encode(
-        state.sessions.list().len(),
+        sessions.len(),
+        sessions.iter().map(|s| s.queued_bytes).sum(),
         super::logs::buffer().upstream_restarts(),
     );
     let mut response = Response::new(Full::new(Bytes::from(text)).boxed());

@@ -10,6 +10,8 @@
 //!   (`mcp.server.operation.duration`).
 //! - `mcp_sessions_open`: open HTTP sessions.
 //! - `mcp_upstream_restarts_total`: upstreams a session restarted.
+//! - `mcp_client_queue_bytes`: bytes of messages waiting for clients, over all open sessions
+//!   (a client that stops reading makes it grow).
 //! - `mcp_codemode_executions_total{outcome}`: code-mode `execute` calls.
 //!
 //! `server` is the server a request was routed to: the namespace prefix of the tool, prompt or
@@ -55,6 +57,7 @@ pub(crate) struct Metrics {
     requests: Family<RequestLabels, Counter>,
     duration: Family<RequestLabels, Histogram>,
     sessions: Gauge,
+    queued: Gauge,
     restarts: Counter,
     executions: Family<OutcomeLabels, Counter>,
     servers: ServerNames,
@@ -82,6 +85,12 @@ impl Metrics {
         );
         let sessions = Gauge::default();
         registry.register("mcp_sessions_open", "Open HTTP sessions", sessions.clone());
+        let queued = Gauge::default();
+        registry.register(
+            "mcp_client_queue_bytes",
+            "Bytes of messages waiting for clients, over all open sessions",
+            queued.clone(),
+        );
         let restarts = Counter::default();
         registry.register(
             "mcp_upstream_restarts",
@@ -99,6 +108,7 @@ impl Metrics {
             requests,
             duration,
             sessions,
+            queued,
             restarts,
             executions,
             servers,
@@ -106,11 +116,18 @@ impl Metrics {
         }
     }
 
-    /// The text exposition, with the present-state gauges set to `open_sessions` and
-    /// `restarts`.
-    pub(crate) fn encode(&self, open_sessions: usize, restarts: u64) -> String {
+    /// The text exposition, with the present-state gauges set to `open_sessions`,
+    /// `queued_bytes` (waiting for clients) and `restarts`.
+    pub(crate) fn encode(
+        &self,
+        open_sessions: usize,
+        queued_bytes: usize,
+        restarts: u64,
+    ) -> String {
         self.sessions
             .set(i64::try_from(open_sessions).unwrap_or(i64::MAX));
+        self.queued
+            .set(i64::try_from(queued_bytes).unwrap_or(i64::MAX));
         let seen = self.restarts.get();
         if restarts > seen {
             self.restarts.inc_by(restarts - seen);
