@@ -7,7 +7,9 @@ changes to the project and its servers while an official Python client session i
   (the call gets an error naming the change, the server's tools are gone), an invalid apply
   (400, the running configuration stays);
 * on stdio, by editing the store's files: a server added, and a file that does not validate
-  (refused and logged naming the file, the running configuration stays).
+  (refused and logged naming the file, the running configuration stays);
+* per server: a reload that adds one server and removes another leaves the unchanged server and
+  its call in flight alone, and a server whose env changed restarts alone.
 
 Upstreams are the scripted stdio fixture (`tests/fixtures/scripted_upstream.py`), one process per
 server, each answering tool calls with "called TOOL by NAME". Nothing sleeps: the tests wait on
@@ -315,7 +317,8 @@ def recorded(log: Path, method: str) -> int:
 async def test_a_reload_changes_only_the_servers_that_differ(tmp_path: Path) -> None:
     """A call in flight to a server the change leaves alone completes across a reload that adds
     one server and removes another; the unchanged server is not restarted (it was initialized
-    once), the removed one's call gets the error naming the change, the added one works."""
+    once), the removed one's call gets the error naming the change, the added one works; a server
+    whose env changes restarts alone, its handshake replayed."""
     home = tmp_path / "home"
     alpha_log, beta_log = tmp_path / "alpha.jsonl", tmp_path / "beta.jsonl"
     apply(home, server_doc("alpha", "needs_sampling", alpha_log), server_doc("beta", "hang", beta_log),
@@ -371,3 +374,17 @@ async def test_a_reload_changes_only_the_servers_that_differ(tmp_path: Path) -> 
             # alpha ran on: one process, initialized once, never stopped by the change.
             assert recorded(alpha_log, "initialize") == 1
             assert await call_text(client, "alpha__t") == "called t by alpha"
+
+            # A server whose env changed restarts with the session's handshake; alpha stays.
+            gamma_log = tmp_path / "gamma.jsonl"
+            start = notes.mark()
+            answer = await api.post("/api/apply", content=server_doc("gamma", "extra", gamma_log),
+                                    headers={"Content-Type": "application/yaml"})
+            assert answer.status_code == 200, answer.text
+            await notes.wait_for(lambda m: m == "notifications/tools/list_changed", start=start,
+                                 what="tools/list_changed after changing gamma")
+            assert await tool_names(client) == {"alpha__t", "alpha__needs_sampling", "gamma__t", "gamma__extra"}
+            assert await call_text(client, "gamma__extra") == "called extra by gamma"
+            assert recorded(gamma_log, "initialize") == 1
+            assert recorded(gamma_log, "notifications/initialized") == 1
+            assert recorded(alpha_log, "initialize") == 1
