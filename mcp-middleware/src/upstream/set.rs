@@ -41,6 +41,12 @@
 //! safe: the session hands it the router's canonical serialisation of the params it checked
 //! (`crate::routing`), which has no duplicate and reads the same to any parser.
 //!
+//! A live change (`crate::live`) reaches a running set as a new [`ServerSet`] to become
+//! (`Merger::reshape`): servers added, removed or changed start or stop, the others and their
+//! requests in flight go on. Each server lives in a *slot* that is never moved or reused, and
+//! requests, forwarding tasks and list cursors name servers by slot, so adding or removing a
+//! server shifts nothing; a server added to a running set takes a new slot after the others.
+//!
 //! A set of one server is not merged: use the server itself.
 
 use std::collections::HashMap;
