@@ -1392,3 +1392,30 @@ fn merge_capabilities(merged: &mut Map<String, Value>, caps: &Map<String, Value>
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::StdioServer;
+
+    fn set(names: &[&str]) -> ServerSet {
+        names.iter().fold(ServerSet::new(), |set, name| {
+            set.server(*name, StdioServer::new(format!("server-{name}")))
+        })
+    }
+
+    #[test]
+    fn only_sets_of_several_servers_named_alike_reshape() {
+        assert!(set(&["a", "b"]).reshapes_to(&set(&["a", "c", "d"])));
+        assert!(
+            !set(&["a"]).reshapes_to(&set(&["a", "b"])),
+            "one to several"
+        );
+        assert!(
+            !set(&["a", "b"]).reshapes_to(&set(&["a"])),
+            "several to one"
+        );
+        assert!(!set(&["a", "b"]).reshapes_to(&set(&["a", "b"]).separator(".")));
+        assert!(!set(&["a", "b"]).reshapes_to(&set(&["a", "b"]).page_size(5)));
+    }
+}
