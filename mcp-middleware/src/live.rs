@@ -34,8 +34,11 @@
 //!    from this moment, before any of them hears of the change (fail closed).
 //! 3. The generation is published. New sessions start from it (its upstream, chain and project).
 //!    Each open session compares its upstream with the new one (bound to its own caller): when
-//!    they differ it stops its upstream (requests in flight get a clear error naming the
-//!    change), starts the new one and replays the client's handshake to it; then it sends the
+//!    both are sets of several servers, only the servers added, removed or changed start or stop
+//!    (a changed one gets the client's handshake replayed; requests in flight to a stopped one
+//!    get a clear error naming the change) and the others go on untouched; any other difference
+//!    stops the whole upstream the same way, starts the new one and replays the client's
+//!    handshake to it; then it sends the
 //!    client `notifications/tools/list_changed`, `prompts/list_changed` and
 //!    `resources/list_changed` when the servers or the routes changed.
 //!
@@ -131,7 +134,7 @@ pub struct Reloaded {
     /// Whether this was the first configuration.
     pub first: bool,
     /// Whether the upstream side (servers, their commands, env, URLs, the separator) changed:
-    /// open sessions restart theirs.
+    /// open sessions change theirs (a set of several servers only the servers that differ).
     pub servers_changed: bool,
     /// Whether the routes changed: open sessions follow them at once.
     pub routes_changed: bool,

@@ -7,7 +7,9 @@ changes to the project and its servers while an official Python client session i
   (the call gets an error naming the change, the server's tools are gone), an invalid apply
   (400, the running configuration stays);
 * on stdio, by editing the store's files: a server added, and a file that does not validate
-  (refused and logged naming the file, the running configuration stays).
+  (refused and logged naming the file, the running configuration stays);
+* per server: a reload that adds one server and removes another leaves the unchanged server and
+  its call in flight alone, and a server whose env changed restarts alone.
 
 Upstreams are the scripted stdio fixture (`tests/fixtures/scripted_upstream.py`), one process per
 server, each answering tool calls with "called TOOL by NAME". Nothing sleeps: the tests wait on
@@ -305,3 +307,84 @@ async def test_proxy_follows_edits_of_the_store_files(tmp_path: Path) -> None:
     finally:
         errlog.close()
         reader.join(10)
+
+
+def recorded(log: Path, method: str) -> int:
+    """How many `method` messages the scripted upstream behind `log` received."""
+    return sum(1 for l in log.read_text().splitlines() if json.loads(l).get("method") == method)
+
+
+async def test_a_reload_changes_only_the_servers_that_differ(tmp_path: Path) -> None:
+    """A call in flight to a server the change leaves alone completes across a reload that adds
+    one server and removes another; the unchanged server is not restarted (it was initialized
+    once), the removed one's call gets the error naming the change, the added one works; a server
+    whose env changes restarts alone, its handshake replayed."""
+    home = tmp_path / "home"
+    alpha_log, beta_log = tmp_path / "alpha.jsonl", tmp_path / "beta.jsonl"
+    apply(home, server_doc("alpha", "needs_sampling", alpha_log), server_doc("beta", "hang", beta_log),
+          project_doc(["alpha", "beta"]))
+    asked, release = anyio.Event(), anyio.Event()
+
+    async def sampler(ctx: object, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        # Holds alpha's call open until the reload is done.
+        asked.set()
+        await release.wait()
+        return types.CreateMessageResult(role="assistant", model="live",
+                                         content=types.TextContent(type="text", text="four"))
+
+    async with serving(home) as (url, admin, _stderr):
+        notes, on_message = notifications_log()
+        client = Client(streamable_http_client(url), mode="legacy", read_timeout_seconds=READ_TIMEOUT,
+                        message_handler=on_message, sampling_callback=sampler, cache=None,
+                        client_info=types.Implementation(name="live-per-server", version="1.0.0"))
+        headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        async with client, httpx.AsyncClient(base_url=admin, headers=headers, timeout=READ_TIMEOUT) as api:
+            assert await tool_names(client) == {"alpha__t", "alpha__needs_sampling", "beta__t", "beta__hang"}
+            outcome: dict[str, object] = {}
+
+            async def call(name: str) -> None:
+                try:
+                    outcome[name] = await client.call_tool(name, {})
+                except MCPError as err:
+                    outcome[name] = err.error.message
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(call, "alpha__needs_sampling")
+                tasks.start_soon(call, "beta__hang")
+                with anyio.fail_after(EVENT_TIMEOUT):
+                    await asked.wait()
+                await wait_recorded(beta_log, "tools/call")
+                start = notes.mark()
+                answer = await api.post("/api/apply", content="\n---\n".join([server_doc("gamma"), project_doc(["alpha", "gamma"])]),
+                                        headers={"Content-Type": "application/yaml"})
+                assert answer.status_code == 200, answer.text
+                reload = answer.json()["reload"]
+                assert reload["serversAdded"] == ["gamma"] and reload["serversRemoved"] == ["beta"], reload
+                await notes.wait_for(lambda m: m == "notifications/tools/list_changed", start=start,
+                                     what="tools/list_changed after the reload")
+                assert await tool_names(client) == {"alpha__t", "alpha__needs_sampling", "gamma__t"}
+                assert await call_text(client, "gamma__t") == "called t by gamma"
+                # Only now does alpha's call get its answer: it was in flight through the reload.
+                release.set()
+
+            assert "configuration changed" in str(outcome["beta__hang"]), outcome
+            result = outcome["alpha__needs_sampling"]
+            assert isinstance(result, types.CallToolResult) and result.is_error is not True, outcome
+            assert text_of(result.content[0]) == "sampled"
+            # alpha ran on: one process, initialized once, never stopped by the change.
+            assert recorded(alpha_log, "initialize") == 1
+            assert await call_text(client, "alpha__t") == "called t by alpha"
+
+            # A server whose env changed restarts with the session's handshake; alpha stays.
+            gamma_log = tmp_path / "gamma.jsonl"
+            start = notes.mark()
+            answer = await api.post("/api/apply", content=server_doc("gamma", "extra", gamma_log),
+                                    headers={"Content-Type": "application/yaml"})
+            assert answer.status_code == 200, answer.text
+            await notes.wait_for(lambda m: m == "notifications/tools/list_changed", start=start,
+                                 what="tools/list_changed after changing gamma")
+            assert await tool_names(client) == {"alpha__t", "alpha__needs_sampling", "gamma__t", "gamma__extra"}
+            assert await call_text(client, "gamma__extra") == "called extra by gamma"
+            assert recorded(gamma_log, "initialize") == 1
+            assert recorded(gamma_log, "notifications/initialized") == 1
+            assert recorded(alpha_log, "initialize") == 1

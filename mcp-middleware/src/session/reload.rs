@@ -1,10 +1,13 @@
 //! A live change of the proxy's configuration reaching an open session (`crate::live`): the
 //! routes have already changed for every session; here the session moves to the new upstream
-//! when its own differs, and tells its client which lists may have changed.
+//! when its own differs, and tells its client which lists may have changed. A running set of
+//! several servers that becomes another such set is reshaped server by server (only the servers
+//! added, removed or changed start or stop); any other change restarts the whole upstream.
 
 use super::{Session, UpstreamState};
 use crate::jsonrpc;
-use crate::live::Reload;
+use crate::live::{Lists, Reload};
+use crate::upstream::Upstream;
 
 impl Session {
     /// Moves the session to generation `reload`: stops its upstream if the new one differs
@@ -12,6 +15,15 @@ impl Session {
     /// client's handshake), then sends the client its list_changed notifications.
     pub(super) fn on_reload(&mut self, reload: Reload) {
         if let Some(server) = reload.server.filter(|server| *server != self.server) {
+            if self.reshape_in_place(&server) {
+                tracing::info!(
+                    generation = reload.number,
+                    to = %server,
+                    "the configuration changed: this session's set changes only the servers that differ"
+                );
+                self.server = server;
+                return self.tell_lists(reload.lists);
+            }
             tracing::info!(
                 generation = reload.number,
                 from = %self.server,
@@ -33,9 +45,32 @@ impl Session {
                 self.ensure_upstream(None, "the new configuration");
             }
         }
+        self.tell_lists(reload.lists);
+    }
+
+    /// Hands the running server set `next` when it can take it server by server (both are sets
+    /// of several servers named alike: `ServerSet::reshapes_to`); false when the whole upstream
+    /// must restart instead (one server to several or back, another separator, nothing running).
+    fn reshape_in_place(&self, next: &Upstream) -> bool {
+        let (Upstream::Set(old), Upstream::Set(next)) = (&self.server, next) else {
+            return false;
+        };
+        if !old.reshapes_to(next) {
+            return false;
+        }
+        match &self.upstream {
+            UpstreamState::Up(link) | UpstreamState::Starting { link, .. } => {
+                link.reshape(next.clone())
+            }
+            UpstreamState::Down { .. } => false,
+        }
+    }
+
+    /// Sends the client the list_changed notifications for `lists`.
+    fn tell_lists(&mut self, lists: Lists) {
         // Only a client past its handshake is told: before it, it has not listed anything.
         if self.handshake.initialized {
-            for method in reload.lists.notifications() {
+            for method in lists.notifications() {
                 self.to_client(jsonrpc::notification(method, None));
             }
         }

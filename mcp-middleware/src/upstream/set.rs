@@ -41,6 +41,12 @@
 //! safe: the session hands it the router's canonical serialisation of the params it checked
 //! (`crate::routing`), which has no duplicate and reads the same to any parser.
 //!
+//! A live change (`crate::live`) reaches a running set as a new [`ServerSet`] to become
+//! (`Merger::reshape`): servers added, removed or changed start or stop, the others and their
+//! requests in flight go on. Each server lives in a *slot* that is never moved or reused, and
+//! requests, forwarding tasks and list cursors name servers by slot, so adding or removing a
+//! server shifts nothing; a server added to a running set takes a new slot after the others.
+//!
 //! A set of one server is not merged: use the server itself.
 
 use std::collections::HashMap;
@@ -152,6 +158,18 @@ impl ServerSet {
         bound
     }
 
+    /// Whether a running set can become `next` server by server (its merger reshaped, see
+    /// `Merger::reshape`) rather than by a restart of the whole set: both merge several servers
+    /// and name, page and report them the same way. A set of one server is not merged, so going
+    /// from one server to several (or back) restarts everything.
+    pub(crate) fn reshapes_to(&self, next: &ServerSet) -> bool {
+        self.servers.len() > 1
+            && next.servers.len() > 1
+            && self.separator == next.separator
+            && self.status_file == next.status_file
+            && self.page_size == next.page_size
+    }
+
     pub(crate) fn spawn<E>(
         &self,
         generation: u64,
@@ -184,9 +202,9 @@ impl ServerSet {
             uri_owner: HashMap::new(),
             handshake: Handshake::default(),
         };
-        for index in 0..self.servers.len() {
-            let state = merger.start(index);
-            merger.children.push(state);
+        for (index, (name, server)) in self.servers.iter().enumerate() {
+            merger.children.push(ChildState::new(name, server));
+            merger.start(index);
         }
         merger.write_status();
         if merger.children.iter().all(|c| c.link.is_none()) {
@@ -203,8 +221,9 @@ impl ServerSet {
             });
         }
         let (outgoing, from_session) = LineQueue::new(usize::MAX);
-        let task = tokio::spawn(merger.run(from_session, child_events));
-        Ok(UpstreamLink::new(outgoing, task))
+        let (reshape, reshapes) = mpsc::unbounded_channel();
+        let task = tokio::spawn(merger.run(from_session, child_events, reshapes));
+        Ok(UpstreamLink::new(outgoing, task).with_reshape(reshape))
     }
 }
 
@@ -218,12 +237,31 @@ type Up = Box<
     dyn Fn(UpstreamEvent) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync,
 >;
 
-/// One server of the set.
+/// One server of the set, in its slot. Slots are never reused nor moved: requests in flight,
+/// forwarding tasks and cursors name a server by its slot, so a reshape that adds or removes
+/// servers leaves the others' slots as they were.
 struct ChildState {
+    name: String,
+    server: Upstream,
+    /// Whether a reshape took the server out of the set: its slot stays, empty.
+    removed: bool,
     link: Option<UpstreamLink>,
     generation: u64,
     /// Why it is down, when it is.
     down: Option<String>,
+}
+
+impl ChildState {
+    fn new(name: &str, server: &Upstream) -> Self {
+        Self {
+            name: name.to_owned(),
+            server: server.clone(),
+            removed: false,
+            link: None,
+            generation: 0,
+            down: Some("not started yet".to_owned()),
+        }
+    }
 }
 
 /// A request the merger sent a server, waiting for its answer.
@@ -308,6 +346,8 @@ struct Walk {
 }
 
 struct Merger {
+    /// The configured set (names in messages, separator, page size, status file); the servers
+    /// themselves are in `children`, by slot.
     set: ServerSet,
     /// Seals the cursors of merged lists.
     cursors: CursorKey,
@@ -331,15 +371,23 @@ struct Merger {
 
 impl Merger {
     fn name(&self, index: usize) -> &str {
-        &self.set.servers[index].0
+        &self.children[index].name
+    }
+
+    /// The slots of the servers in the set, in order.
+    fn members(&self) -> Vec<usize> {
+        (0..self.children.len())
+            .filter(|i| !self.children[*i].removed)
+            .collect()
     }
 
     /// Starts server `index`; a failure leaves it down with the reason.
-    fn start(&mut self, index: usize) -> ChildState {
-        let (name, server) = &self.set.servers[index];
-        let generation = self.children.get(index).map_or(1, |c| c.generation + 1);
+    fn start(&mut self, index: usize) {
+        let child = &self.children[index];
+        let (name, server) = (&child.name, &child.server);
+        let generation = child.generation + 1;
         let (tx, mut rx) = mpsc::channel::<UpstreamEvent>(64);
-        match server.spawn(generation, self.max_line, tx) {
+        let (link, down) = match server.spawn(generation, self.max_line, tx) {
             Ok(link) => {
                 let forward = self.from_children.clone();
                 tokio::spawn(async move {
@@ -349,30 +397,31 @@ impl Merger {
                         }
                     }
                 });
-                ChildState {
-                    link: Some(link),
-                    generation,
-                    down: None,
-                }
+                (Some(link), None)
             }
             Err(err) => {
                 tracing::warn!(server = %name, %err, "a server of the set did not start; the others go on");
-                ChildState {
-                    link: None,
-                    generation,
-                    down: Some(err.to_string()),
-                }
+                (None, Some(err.to_string()))
             }
-        }
+        };
+        let child = &mut self.children[index];
+        child.generation = generation;
+        child.link = link;
+        child.down = down;
     }
 
     async fn run(
         mut self,
         mut from_session: mpsc::UnboundedReceiver<Queued>,
         mut child_events: mpsc::Receiver<(usize, UpstreamEvent)>,
+        mut reshapes: mpsc::UnboundedReceiver<ServerSet>,
     ) {
         loop {
             tokio::select! {
+                // A reshape first: the session hands it over before it tells its client the
+                // lists changed, so whatever the client sends next meets the new set.
+                biased;
+                Some(set) = reshapes.recv() => self.reshape(set).await,
                 line = from_session.recv() => match line {
                     Some(line) => self.on_session_line(line.as_str()).await,
                     None => break,
@@ -413,11 +462,13 @@ impl Merger {
 
     /// Makes sure server `index` runs, starting (and re-initializing) it if it died.
     fn ensure(&mut self, index: usize) -> bool {
+        if self.children[index].removed {
+            return false;
+        }
         if self.children[index].link.is_some() {
             return true;
         }
-        let state = self.start(index);
-        self.children[index] = state;
+        self.start(index);
         self.write_status();
         if self.children[index].link.is_none() {
             return false;
@@ -489,7 +540,7 @@ impl Merger {
         match method {
             "initialize" => {
                 self.handshake.initialize = params.map(str::to_owned);
-                let everyone = (0..self.children.len()).collect::<Vec<_>>();
+                let everyone = self.members();
                 self.gather(id, GatherKind::Initialize, everyone, method, params);
             }
             "ping" => self.send_up(jsonrpc::result(id, "{}")).await,
@@ -654,11 +705,14 @@ impl Merger {
             .cursors
             .open(method, cursor)
             .map_err(|err| err.to_string())?;
-        if position.server >= self.set.servers.len() {
-            // Sealed by this set, so never: the set does not change while it runs.
+        if self
+            .children
+            .get(position.server)
+            .is_none_or(|child| child.removed)
+        {
+            // Sealed by this set, so only for a server a live change removed since.
             return Err(format!(
-                "invalid cursor for {method}: server {} is not in this set",
-                position.server
+                "invalid cursor for {method}: its server is no longer in this set (the configuration changed; list again from the start)"
             ));
         }
         Ok((position.server, position.cursor.map(|c| c.into_owned())))
@@ -676,6 +730,10 @@ impl Merger {
                 && (walk.items.len() >= self.set.page_size || walk.asked >= MAX_ASKS_PER_PAGE)
             {
                 return self.finish_walk(walk, true).await;
+            }
+            if self.children[index].removed {
+                walk.next = (index + 1, None);
+                continue;
             }
             if !self.ensure(index) {
                 tracing::warn!(server = %self.name(index), "a server of the set is down; its items are left out of the list");
@@ -777,12 +835,12 @@ impl Merger {
 
     /// The server a prefixed name belongs to, and the name without the prefix.
     fn split<'n>(&self, name: &'n str) -> Option<(usize, &'n str)> {
-        self.set
-            .servers
+        self.children
             .iter()
             .enumerate()
-            .find_map(|(index, (server, _))| {
-                name.strip_prefix(server.as_str())
+            .filter(|(_, child)| !child.removed)
+            .find_map(|(index, child)| {
+                name.strip_prefix(child.name.as_str())
                     .and_then(|rest| rest.strip_prefix(self.set.separator.as_str()))
                     .map(|inner| (index, inner))
             })
@@ -949,6 +1007,8 @@ impl Merger {
 
     async fn on_child_event(&mut self, index: usize, event: UpstreamEvent) {
         match event {
+            // A removed server's generation moved on when it was stopped, so what it still
+            // says is dropped here too.
             UpstreamEvent::Line { generation, line }
             | UpstreamEvent::LineFor {
                 generation, line, ..
@@ -1179,6 +1239,16 @@ impl Merger {
         self.children[index].link = None;
         self.children[index].down = Some(reason.clone());
         self.write_status();
+        self.fail_pending(
+            index,
+            &format!("{reason} before answering; the next request starts it again"),
+        )
+        .await;
+    }
+
+    /// Fails what waits on server `index` with `message`: the session's requests get it as
+    /// their error, gathers and list pages go on without the server.
+    async fn fail_pending(&mut self, index: usize, message: &str) {
         let mut ids: Vec<u64> = self
             .waiting
             .iter()
@@ -1193,7 +1263,7 @@ impl Merger {
         for waiting in failed {
             let error = json!({
                 "code": jsonrpc::UPSTREAM_UNAVAILABLE,
-                "message": format!("{reason} before answering; the next request starts it again"),
+                "message": message,
             });
             match waiting {
                 Waiting::Relay { up_id } => {
@@ -1208,20 +1278,81 @@ impl Merger {
         self.server_requests.retain(|_, r| r.server != index);
     }
 
+    // ------------------------------------------------------------ live changes
+
+    /// Becomes `next` server by server (a live change, `crate::live`): servers no longer named
+    /// are stopped, servers whose configuration (command, env, URL) changed are stopped and
+    /// started again with the handshake replayed, new servers are started (and handed the
+    /// handshake) in new slots; what waits on a stopped server fails with an error saying so.
+    /// Servers that did not change, and their requests in flight, are left alone.
+    async fn reshape(&mut self, next: ServerSet) {
+        for index in self.members() {
+            let name = self.children[index].name.clone();
+            let configured = next.servers.iter().find(|(n, _)| *n == name);
+            match configured {
+                None => {
+                    tracing::info!(server = %name, "the configuration changed: a server of the set is removed");
+                    self.stop(index, "was removed (the configuration changed)")
+                        .await;
+                    self.children[index].removed = true;
+                    self.uri_owner.retain(|_, owner| *owner != index);
+                }
+                Some((_, server)) if *server != self.children[index].server => {
+                    tracing::info!(server = %name, "the configuration changed: a server of the set restarts");
+                    let server = server.clone();
+                    self.stop(index, "was restarted (the configuration changed)")
+                        .await;
+                    self.children[index].server = server;
+                    self.ensure(index);
+                }
+                Some(_) => {}
+            }
+        }
+        for (name, server) in &next.servers {
+            let present = self
+                .children
+                .iter()
+                .any(|child| !child.removed && child.name == *name);
+            if !present {
+                tracing::info!(server = %name, "the configuration changed: a server joins the set");
+                self.children.push(ChildState::new(name, server));
+                self.ensure(self.children.len() - 1);
+            }
+        }
+        self.set = next;
+        self.write_status();
+    }
+
+    /// Stops server `index` for a live change: its later output is dropped (its generation
+    /// moves on) and what waited on it fails with `server NAME {why}`.
+    async fn stop(&mut self, index: usize, why: &str) {
+        let child = &mut self.children[index];
+        child.generation += 1;
+        let reason = format!("server `{}` {why}", child.name);
+        child.down = Some(reason.clone());
+        if let Some(link) = child.link.take() {
+            tokio::spawn(link.shut_down(Duration::from_secs(2)));
+        }
+        self.fail_pending(index, &format!("{reason} before answering"))
+            .await;
+    }
+
     /// Writes every server's state to the status file, if there is one.
     fn write_status(&self) {
         let Some(path) = &self.set.status_file else {
             return;
         };
         let states: Vec<Value> = self
-            .set
-            .servers
+            .children
             .iter()
-            .zip(&self.children)
-            .map(|((name, server), child)| match &child.down {
-                None => json!({"name": name, "command": server.to_string(), "state": "running"}),
-                Some(reason) => {
-                    json!({"name": name, "command": server.to_string(), "state": "down", "reason": reason})
+            .filter(|child| !child.removed)
+            .map(|child| {
+                let (name, command) = (&child.name, child.server.to_string());
+                match &child.down {
+                    None => json!({"name": name, "command": command, "state": "running"}),
+                    Some(reason) => {
+                        json!({"name": name, "command": command, "state": "down", "reason": reason})
+                    }
                 }
             })
             .collect();
@@ -1259,5 +1390,32 @@ fn merge_capabilities(merged: &mut Map<String, Value>, caps: &Map<String, Value>
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::StdioServer;
+
+    fn set(names: &[&str]) -> ServerSet {
+        names.iter().fold(ServerSet::new(), |set, name| {
+            set.server(*name, StdioServer::new(format!("server-{name}")))
+        })
+    }
+
+    #[test]
+    fn only_sets_of_several_servers_named_alike_reshape() {
+        assert!(set(&["a", "b"]).reshapes_to(&set(&["a", "c", "d"])));
+        assert!(
+            !set(&["a"]).reshapes_to(&set(&["a", "b"])),
+            "one to several"
+        );
+        assert!(
+            !set(&["a", "b"]).reshapes_to(&set(&["a"])),
+            "several to one"
+        );
+        assert!(!set(&["a", "b"]).reshapes_to(&set(&["a", "b"]).separator(".")));
+        assert!(!set(&["a", "b"]).reshapes_to(&set(&["a", "b"]).page_size(5)));
     }
 }

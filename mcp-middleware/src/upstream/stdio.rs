@@ -173,7 +173,7 @@ impl StdioServer {
         });
         let reader = LineReader::new(stdout, max_line);
         let task = tokio::spawn(read_upstream(name, child, reader, generation, events));
-        Ok(UpstreamLink { outgoing, task })
+        Ok(UpstreamLink::new(outgoing, task))
     }
 }
 
@@ -266,11 +266,30 @@ pub enum UpstreamEvent {
 pub(crate) struct UpstreamLink {
     outgoing: LineQueue,
     task: JoinHandle<()>,
+    /// A server set's merger takes a new set here and reshapes itself server by server
+    /// (`set.rs`); `None` for one server.
+    reshape: Option<mpsc::UnboundedSender<super::ServerSet>>,
 }
 
 impl UpstreamLink {
     pub(crate) fn new(outgoing: LineQueue, task: JoinHandle<()>) -> Self {
-        Self { outgoing, task }
+        Self {
+            outgoing,
+            task,
+            reshape: None,
+        }
+    }
+
+    /// The link to a server set's merger, which takes new sets on `reshape`.
+    pub(crate) fn with_reshape(mut self, reshape: mpsc::UnboundedSender<super::ServerSet>) -> Self {
+        self.reshape = Some(reshape);
+        self
+    }
+
+    /// Hands a running server set its new configuration, to start, stop and restart only the
+    /// servers that differ. False when this link is no set's, or its merger is gone.
+    pub(crate) fn reshape(&self, set: super::ServerSet) -> bool {
+        self.reshape.as_ref().is_some_and(|tx| tx.send(set).is_ok())
     }
 
     /// The queue to the server's input, for those who write to it beside the session loop.
