@@ -69,7 +69,9 @@ impl StreamCancels {
 
 /// An id's text as serde_json writes it, so `"a"` and ` "a" ` (or `1` and `1`) match.
 fn canonical(id: &str) -> Option<String> {
-    serde_json::from_str::<Value>(id).ok().map(|v| v.to_string())
+    serde_json::from_str::<Value>(id)
+        .ok()
+        .map(|v| v.to_string())
 }
 
 #[cfg(test)]
