@@ -196,7 +196,9 @@ impl HttpUpstream {
                 // Registered (and cancelled) here, in the session's order, so a cancellation
                 // that follows its request at once still finds it.
                 let cancel = match Message::parse(&line) {
-                    Ok(Message::Request { id, .. }) if client.is_stateless(&line).await => {
+                    // The envelope alone decides here (no lock: this loop must not wait on a
+                    // request in flight); `deliver` lets go of one a handshake session sends.
+                    Ok(Message::Request { id, .. }) if carries_envelope(&line) => {
                         Some(client.cancels.register(id))
                     }
                     Ok(Message::Notification { method, params })
@@ -342,13 +344,6 @@ impl Client {
         let _ = (self.up)(line, request_id.map(Box::from)).await;
     }
 
-    /// Whether `line` goes out as a 2026-07-28 message: no negotiated session version, and
-    /// the per-request envelope (what [`Client::request`] sends routing headers for).
-    async fn is_stateless(&self, line: &str) -> bool {
-        self.session.lock().await.protocol_version.is_none()
-            && !super::stateless_http::routing_headers(line).is_empty()
-    }
-
     /// Sends one message from the session to the server, and its answers back; a request
     /// whose `cancel` fires first is dropped with its stream, and answered by no one (the
     /// session cancelled it).
@@ -360,6 +355,12 @@ impl Client {
             Ok(Message::Request { id, .. }) => id.to_owned(),
             _ => String::new(),
         };
+        // A request of a negotiated (2025-11-25) session is cancelled by the posted
+        // notification, as the handshake transport has it.
+        if self.session.lock().await.protocol_version.is_some() {
+            self.cancels.finished(&id);
+            return self.deliver_now(line).await;
+        }
         tokio::select! {
             () = self.clone().deliver_now(line) => {}
             () = cancel.cancelled() => {
@@ -769,6 +770,12 @@ impl Client {
         });
         Ok(sender)
     }
+}
+
+/// Whether `line` carries the 2026-07-28 per-request envelope (what [`Client::request`] sends
+/// that era's routing headers for when no session version was negotiated).
+fn carries_envelope(line: &str) -> bool {
+    !super::stateless_http::routing_headers(line).is_empty()
 }
 
 fn header(headers: &hyper::HeaderMap, name: &str) -> Option<String> {
