@@ -485,6 +485,67 @@ async def test_a_2026_client_in_front_of_a_2026_only_http_upstream(modern_http: 
         assert read.contents[0].text.startswith("first note")  # type: ignore[union-attr]
 
 
+async def cancelled_waits(c: Client) -> int:
+    return int(text_of((await c.call_tool("cancelled_waits", {})).content[0]))
+
+
+@pytest.mark.parametrize("mode", ["legacy", MODERN])
+async def test_a_cancelled_call_reaches_a_2026_only_http_upstream(modern_http: Any, mode: str) -> None:
+    """A 2026-07-28 HTTP server drops `notifications/cancelled`: the proxy closes the call's stream."""
+    assert PROXY is not None and modern_http.url is not None
+    cmd = [PROXY, "proxy", "--model", "passthrough", "--url", modern_http.url]
+    async with connect(cmd, mode, f"test_reverse_bridge http cancel {mode}") as conn:
+        c = conn.client
+        before = await cancelled_waits(c)
+        scope = anyio.CancelScope()
+        progress: EventLog[float] = EventLog("progress")
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append(value)
+
+        async def run_call() -> None:
+            with scope:
+                await c.call_tool("wait_forever", {}, progress_callback=on_progress)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_call)
+            # Its progress says the call runs at the upstream.
+            await progress.wait_for(lambda _: True, what="the wait_forever progress")
+            scope.cancel()
+        # The tool itself saw its cancellation (the server only learns of it from the closed
+        # stream); it records it as its handler unwinds, which may trail the next call.
+        with anyio.fail_after(READ_TIMEOUT):
+            while await cancelled_waits(c) != before + 1:
+                await anyio.sleep(0.05)
+        assert text_of((await c.call_tool("echo", {"text": "after"})).content[0]) == "echo: after"
+
+
+async def test_list_changed_arrives_once_after_a_subscription_change_over_http(modern_http: Any) -> None:
+    """Subscribing replaces the bridge's `subscriptions/listen` stream; the old one is closed."""
+    assert PROXY is not None and modern_http.url is not None
+    cmd = [PROXY, "proxy", "--model", "passthrough", "--url", modern_http.url]
+    async with connect(cmd, "legacy", "test_reverse_bridge http listen") as conn:
+        c = conn.client
+        await c.subscribe_resource(NOTES_URI)
+        mark = conn.wire.mark()
+        added = await c.call_tool("add_tool", {"name": "http_late_tool"})
+        assert text_of(added.content[0]) == "added http_late_tool"
+        await conn.wire.wait_for(
+            lambda m: m.direction == "in" and m.method == "notifications/tools/list_changed", start=mark,
+            what="notifications/tools/list_changed",
+        )
+        # A later exchange with the upstream: an old stream still open would have delivered its
+        # copy of the notification by its answer.
+        assert text_of((await c.call_tool("echo", {"text": "after"})).content[0]) == "echo: after"
+        mark_updates = conn.wire.mark()
+        await c.call_tool("add_note", {"text": "over http"})
+        await conn.wire.wait_for(
+            lambda m: m.direction == "in" and m.method == "notifications/resources/updated", start=mark_updates,
+            what="notifications/resources/updated",
+        )
+        assert len(conn.inbound("notifications/tools/list_changed", mark)) == 1
+
+
 async def test_the_admin_api_shows_each_servers_era(home: Path, tmp_path: Path) -> None:
     """`GET /api/servers` carries each server's era as last seen (its session connects them)."""
     import re

@@ -21,7 +21,11 @@
 //!   picks it up, as the streamable HTTP transport has clients do; up to [`MAX_RESUMES`] tries
 //!   in a row that bring nothing. A stream without event ids cannot be resumed: the request
 //!   gets the `-32001` error. The `GET` stream is reconnected the same way whenever it ends,
-//!   until the server refuses it or the session ends.
+//!   until the server refuses it or the session ends;
+//! - a 2026-07-28 request (no session, the per-request envelope) is cancelled by closing its
+//!   response stream, as that transport has a client do: the session's `notifications/cancelled`
+//!   for it is not posted (such a server drops it) but drops the request's `POST`
+//!   ([`stream_cancel`](super::stream_cancel)). A 2025-11-25 session's cancellations are posted.
 //!
 //! `https://` endpoints are reached over TLS (rustls), trusting the Mozilla roots
 //! (`webpki-roots`) and any CA given with [`HttpUpstream::ca_file`].
@@ -38,9 +42,11 @@ use hyper_util::rt::TokioIo;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use tokio::sync::{Mutex, mpsc};
+use tokio_util::sync::CancellationToken;
 
 use super::env_refs;
 use super::sse::{Cursor, SseReader};
+use super::stream_cancel::StreamCancels;
 use super::token_exchange::{Caller, TokenExchange};
 use super::{UpstreamEvent, UpstreamLink};
 use crate::error::UpstreamError;
@@ -181,13 +187,29 @@ impl HttpUpstream {
             idle: Mutex::new(Vec::new()),
             reinit_ids: AtomicU64::new(0),
             closed: std::sync::atomic::AtomicBool::new(false),
+            cancels: StreamCancels::default(),
         });
         let (outgoing, mut from_session) = LineQueue::new(usize::MAX);
         let task = tokio::spawn(async move {
             while let Some(line) = from_session.recv().await {
                 let line = line.into_line();
+                // Registered (and cancelled) here, in the session's order, so a cancellation
+                // that follows its request at once still finds it.
+                let cancel = match Message::parse(&line) {
+                    // The envelope alone decides here (no lock: this loop must not wait on a
+                    // request in flight); `deliver` lets go of one a handshake session sends.
+                    Ok(Message::Request { id, .. }) if carries_envelope(&line) => {
+                        Some(client.cancels.register(id))
+                    }
+                    Ok(Message::Notification { method, params })
+                        if method == "notifications/cancelled" && client.cancels.cancel(params) =>
+                    {
+                        continue;
+                    }
+                    _ => None,
+                };
                 let client = client.clone();
-                tokio::spawn(async move { client.deliver(line).await });
+                tokio::spawn(async move { client.deliver(line, cancel).await });
             }
             client.end_session().await;
         });
@@ -298,6 +320,8 @@ struct Client {
     reinit_ids: AtomicU64,
     /// Set when the proxy's session ends: streams are no longer resumed.
     closed: std::sync::atomic::AtomicBool,
+    /// The 2026-07-28 requests in flight, cancelled by closing their streams.
+    cancels: StreamCancels,
 }
 
 /// How a `POST` ended.
@@ -320,8 +344,33 @@ impl Client {
         let _ = (self.up)(line, request_id.map(Box::from)).await;
     }
 
-    /// Sends one message from the session to the server, and its answers back.
-    async fn deliver(self: Arc<Self>, line: String) {
+    /// Sends one message from the session to the server, and its answers back; a request
+    /// whose `cancel` fires first is dropped with its stream, and answered by no one (the
+    /// session cancelled it).
+    async fn deliver(self: Arc<Self>, line: String, cancel: Option<CancellationToken>) {
+        let Some(cancel) = cancel else {
+            return self.deliver_now(line).await;
+        };
+        let id = match Message::parse(&line) {
+            Ok(Message::Request { id, .. }) => id.to_owned(),
+            _ => String::new(),
+        };
+        // A request of a negotiated (2025-11-25) session is cancelled by the posted
+        // notification, as the handshake transport has it.
+        if self.session.lock().await.protocol_version.is_some() {
+            self.cancels.finished(&id);
+            return self.deliver_now(line).await;
+        }
+        tokio::select! {
+            () = self.clone().deliver_now(line) => {}
+            () = cancel.cancelled() => {
+                tracing::debug!(server = %self.name, request = %id, "closing a cancelled request's stream");
+            }
+        }
+        self.cancels.finished(&id);
+    }
+
+    async fn deliver_now(self: Arc<Self>, line: String) {
         let Ok(message) = Message::parse(&line) else {
             return;
         };
@@ -721,6 +770,12 @@ impl Client {
         });
         Ok(sender)
     }
+}
+
+/// Whether `line` carries the 2026-07-28 per-request envelope (what [`Client::request`] sends
+/// that era's routing headers for when no session version was negotiated).
+fn carries_envelope(line: &str) -> bool {
+    !super::stateless_http::routing_headers(line).is_empty()
 }
 
 fn header(headers: &hyper::HeaderMap, name: &str) -> Option<String> {

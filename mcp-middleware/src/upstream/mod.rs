@@ -14,6 +14,7 @@ mod set;
 mod sse;
 mod stateless_http;
 mod stdio;
+mod stream_cancel;
 pub(crate) mod token_exchange;
 
 use std::fmt;

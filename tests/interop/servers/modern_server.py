@@ -63,12 +63,25 @@ if "--extras" in sys.argv:
             await ctx.log(level, f"log at {level}")
         return "logged"
 
+    _cancelled_waits: list[str] = []
+
     @mcp.tool()
     async def wait_forever(ctx: Context) -> str:
-        """Reports one progress notification (so the caller knows it runs), then sleeps until cancelled."""
+        """Reports one progress notification (so the caller knows it runs), then sleeps until
+        cancelled, which it records for `cancelled_waits` (over HTTP the only sign a 2026-07-28
+        server gets of a cancellation is the closed response stream)."""
         await ctx.report_progress(1, None, "waiting")
-        await anyio.sleep_forever()
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            _cancelled_waits.append("cancelled")
+            raise
         return "never"
+
+    @mcp.tool()
+    def cancelled_waits() -> str:
+        """How many `wait_forever` calls this server saw cancelled."""
+        return str(len(_cancelled_waits))
 
 
 async def main() -> None:
