@@ -13,9 +13,11 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
+import anyio
 import pytest
 
 PROXY = os.environ.get("MCP_PROXY")
@@ -129,3 +131,65 @@ async def test_a_restarted_server_gets_a_new_session_unseen_by_the_client(everyt
             assert text_of(after.content[0]) == "Echo: after"
         finally:
             restarted.stop()
+
+
+class JsonHttpServer:
+    """servers/json_http_server.py (one JSON body per answer) on `port`, until `stop`."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        script = os.path.join(os.path.dirname(__file__), "servers", "json_http_server.py")
+        self.proc = subprocess.Popen(
+            [sys.executable, script, str(port)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        ready = threading.Event()
+
+        def pump() -> None:
+            assert self.proc.stderr is not None
+            for line in self.proc.stderr:
+                if "listening on" in line:
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(EVENT_TIMEOUT) or self.proc.poll() is not None:
+            self.stop()
+            pytest.fail("json_http_server.py did not start")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+async def test_requests_of_one_session_go_out_side_by_side() -> None:
+    # The server answers each request with one JSON body, so its response headers come only
+    # with the result: `release` must reach it while `wait_for_release` is still waiting.
+    server = JsonHttpServer(free_port())
+    try:
+        async with client_for(server.port) as client:
+            results: list[str] = []
+
+            async def wait() -> None:
+                answered = await client.call_tool("wait_for_release", {})
+                results.append(text_of(answered.content[0]))
+
+            with anyio.fail_after(READ_TIMEOUT):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(wait)
+                    # Another request while the wait is open: it must be answered now.
+                    while text_of((await client.call_tool("waiting_calls", {})).content[0]) != "1":
+                        pass
+                    released = await client.call_tool("release", {})
+                    assert text_of(released.content[0]) == "ok"
+            assert results == ["released"]
+    finally:
+        server.stop()

@@ -306,6 +306,26 @@ struct SessionState {
     get_stream: bool,
 }
 
+/// What a request to the server needs from [`SessionState`]: taken under the lock, which is
+/// then released, so requests of one session go out side by side instead of queueing behind
+/// each other's response headers (a server answering with a JSON body sends its headers only
+/// with the result). A re-initialization holds the lock across its `initialize`, so requests
+/// that start meanwhile wait for the new session id.
+#[derive(Debug, Default, Clone)]
+struct Addressing {
+    id: Option<String>,
+    protocol_version: Option<String>,
+}
+
+impl SessionState {
+    fn addressing(&self) -> Addressing {
+        Addressing {
+            id: self.id.clone(),
+            protocol_version: self.protocol_version.clone(),
+        }
+    }
+}
+
 struct Client {
     name: String,
     endpoint: Endpoint,
@@ -436,7 +456,7 @@ impl Client {
         let id = format!("\"mcp-middleware-reinitialize-{n}\"");
         let line = jsonrpc::request(&id, "initialize", Some(&params));
         let (status, headers, body) = self
-            .exchange(&line, &session)
+            .exchange(&line, &session.addressing())
             .await
             .map_err(|err| format!("initializing again failed: {err}"))?;
         if !status.is_success() {
@@ -449,7 +469,7 @@ impl Client {
         }
         if session.initialized {
             let line = jsonrpc::notification("notifications/initialized", None);
-            let _ = self.exchange(&line, &session).await;
+            let _ = self.exchange(&line, &session.addressing()).await;
         }
         session.epoch += 1;
         Ok(())
@@ -458,14 +478,12 @@ impl Client {
     /// `POST`s one message (a request when it has `request_id`) and relays what comes back.
     async fn post(&self, line: &str, request_id: Option<&str>) -> Posted {
         let is_request = request_id.is_some();
-        let (status, headers, body) = {
-            let session = self.session.lock().await;
-            match self.exchange(line, &session).await {
-                Ok(answer) => answer,
-                Err(err) => return Posted::Failed(err),
-            }
+        let addressing = self.session.lock().await.addressing();
+        let (status, headers, body) = match self.exchange(line, &addressing).await {
+            Ok(answer) => answer,
+            Err(err) => return Posted::Failed(err),
         };
-        let had_session = self.session.lock().await.id.is_some();
+        let had_session = addressing.id.is_some();
         if had_session
             && (status == StatusCode::NOT_FOUND
                 || (status == StatusCode::BAD_REQUEST && is_json(&headers)))
@@ -558,11 +576,10 @@ impl Client {
 
     /// `GET` with `Last-Event-ID`: the rest of a broken stream.
     async fn resume(&self, last_event_id: &str) -> Result<SseReader, String> {
-        let (status, headers, body) = {
-            let session = self.session.lock().await;
-            self.request(Method::GET, None, &session, Some(last_event_id))
-                .await?
-        };
+        let addressing = self.session.lock().await.addressing();
+        let (status, headers, body) = self
+            .request(Method::GET, None, &addressing, Some(last_event_id))
+            .await?;
         if !status.is_success() || !is_event_stream(&headers) {
             return Err(format!("HTTP {status}"));
         }
@@ -598,14 +615,12 @@ impl Client {
         let mut cursor = Cursor::default();
         let mut fruitless = 0;
         loop {
-            let answer = {
-                let session = self.session.lock().await;
-                if session.id.is_none() {
-                    return;
-                }
-                let last = cursor.last_event_id.as_deref();
-                self.request(Method::GET, None, &session, last).await
-            };
+            let addressing = self.session.lock().await.addressing();
+            if addressing.id.is_none() {
+                return;
+            }
+            let last = cursor.last_event_id.as_deref();
+            let answer = self.request(Method::GET, None, &addressing, last).await;
             match answer {
                 Ok((status, headers, body)) if status.is_success() && is_event_stream(&headers) => {
                     let opened = std::time::Instant::now();
@@ -653,16 +668,16 @@ impl Client {
     /// Ends the session on the server (`DELETE`), when the proxy's session ends.
     async fn end_session(&self) {
         self.closed.store(true, Ordering::SeqCst);
-        let session = self.session.lock().await;
-        if session.id.is_some() {
-            let _ = self.request(Method::DELETE, None, &session, None).await;
+        let addressing = self.session.lock().await.addressing();
+        if addressing.id.is_some() {
+            let _ = self.request(Method::DELETE, None, &addressing, None).await;
         }
     }
 
     async fn exchange(
         &self,
         line: &str,
-        session: &SessionState,
+        session: &Addressing,
     ) -> Result<(StatusCode, hyper::HeaderMap, hyper::body::Incoming), String> {
         self.request(Method::POST, Some(line), session, None).await
     }
@@ -672,7 +687,7 @@ impl Client {
         &self,
         method: Method,
         line: Option<&str>,
-        session: &SessionState,
+        session: &Addressing,
         last_event_id: Option<&str>,
     ) -> Result<(StatusCode, hyper::HeaderMap, hyper::body::Incoming), String> {
         let mut builder = Request::builder()
