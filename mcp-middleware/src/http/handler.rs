@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use super::authn::{Authenticated, Validity};
 use super::body::{Body, SseBody, write_event};
 use super::quota::Owner;
-use super::registry::{Registry, SessionHandle, StatelessKey};
+use super::sessions::{Registry, SessionHandle, StatelessKey};
 use super::reject::{HEADER_MISMATCH, Reject};
 use super::server::Front;
 use super::streams::Opened;
@@ -316,7 +316,7 @@ async fn request_response(
         guard,
         priming,
     } = opened;
-    tracing::trace!(session = %super::registry::short(&handle.id), stream, "request stream opened");
+    tracing::trace!(session = %super::sessions::short(&handle.id), stream, "request stream opened");
     handle.send(line).await?;
     let keep_alive = registry.options().keep_alive;
     if !stateless {
@@ -513,7 +513,7 @@ fn delete(
     if !registry.remove(id, identity, "the client ended the session") {
         return Err(Reject::session_not_found());
     }
-    tracing::info!(session = %super::registry::short(id), "HTTP session ended by the client");
+    tracing::info!(session = %super::sessions::short(id), "HTTP session ended by the client");
     Ok(Response::new(Body::Empty))
 }
 

@@ -116,7 +116,7 @@ mod guard;
 mod handler;
 mod options;
 mod quota;
-mod registry;
+mod sessions;
 mod reject;
 mod resource;
 mod server;
@@ -127,13 +127,13 @@ use std::sync::Arc;
 
 pub use handler::SUPPORTED_VERSIONS;
 pub use options::HttpOptions;
-pub use registry::{SessionSummary, Sessions};
+pub use sessions::{SessionSummary, Sessions};
 pub use reject::{HEADER_MISMATCH, SERVER_ERROR, UNAUTHORIZED};
 pub use resource::ProtectedResource;
 pub use server::HttpServer;
 pub use tls::{ClientCertificates, TlsError, TlsOptions};
 
-pub(crate) use registry::SessionFactory;
+pub(crate) use sessions::SessionFactory;
 
 /// Starts the front on `listener` with sessions made by `factory`.
 pub(crate) fn start(
@@ -157,6 +157,6 @@ pub(crate) fn start(
         resource: published,
         tls: options.tls.as_ref().map(tls::TlsOptions::acceptor),
     });
-    let registry = Arc::new(registry::Registry::new(factory, options));
+    let registry = Arc::new(sessions::Registry::new(factory, options));
     server::start(listener, registry, front)
 }

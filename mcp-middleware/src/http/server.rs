@@ -27,7 +27,7 @@ use super::authn::Authenticator;
 use super::guard::Guard;
 use super::handler;
 use super::quota;
-use super::registry::Registry;
+use super::sessions::Registry;
 use super::tls::PeerCertificate;
 
 /// What every request passes before it reaches a session: the Host/Origin guard, the
@@ -70,7 +70,7 @@ pub struct HttpServer {
     url: String,
     stop: CancellationToken,
     task: JoinHandle<()>,
-    sessions: super::registry::Sessions,
+    sessions: super::sessions::Sessions,
 }
 
 impl HttpServer {
@@ -94,7 +94,7 @@ impl HttpServer {
     }
 
     /// The open sessions, for an operator (list, end one).
-    pub fn sessions(&self) -> super::registry::Sessions {
+    pub fn sessions(&self) -> super::sessions::Sessions {
         self.sessions.clone()
     }
 
@@ -124,7 +124,7 @@ pub(crate) fn start(
         url,
         stop,
         task,
-        sessions: super::registry::Sessions(registry),
+        sessions: super::sessions::Sessions(registry),
     })
 }
 

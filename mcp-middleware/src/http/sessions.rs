@@ -1,4 +1,4 @@
-//! The session registry: every open HTTP session, how one starts and how it ends.
+//! The HTTP sessions (`Registry`): every open HTTP session, how one starts and how it ends.
 //!
 //! A session here is one core [`Session`] (its own upstream, model state and forwarding loop)
 //! plus the [`Streams`] its messages travel on, and a router task that moves each message the
