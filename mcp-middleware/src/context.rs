@@ -3,7 +3,7 @@
 //! A context belongs to one request of one session. Through it a hook reads the session (id,
 //! identity, negotiated protocol version, client info and capabilities), its model's `Config`,
 //! any model's per-session `State`, the project, and the request's cancellation; it can call the
-//! upstream directly ([`Upstream`]) and talk to the client ([`Downstream`]).
+//! upstream directly ([`UpstreamHandle`]) and talk to the client ([`Downstream`]).
 
 use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;
@@ -284,7 +284,7 @@ pub(crate) enum LoopCall {
         params: Option<String>,
         reply: oneshot::Sender<RawOutcome>,
     },
-    /// A request made with `Upstream` is no longer wanted.
+    /// A request made with [`UpstreamHandle`] is no longer wanted.
     CancelUpstream { uid: u64 },
     /// Ask the client.
     Client {
@@ -555,8 +555,8 @@ impl Context {
     }
 
     /// The upstream: call any of its methods directly, outside the chain.
-    pub fn upstream(&self) -> Upstream<'_> {
-        Upstream { ctx: self }
+    pub fn upstream(&self) -> UpstreamHandle<'_> {
+        UpstreamHandle { ctx: self }
     }
 
     /// The client: send it notifications or ask it something.
@@ -703,11 +703,11 @@ pub(crate) fn from_result<R: DeserializeOwned>(method: &str, raw: &str) -> HookR
 
 /// The upstream, as a hook calls it directly (outside the chain: no model sees these calls).
 #[derive(Debug, Clone, Copy)]
-pub struct Upstream<'a> {
+pub struct UpstreamHandle<'a> {
     ctx: &'a Context,
 }
 
-impl Upstream<'_> {
+impl UpstreamHandle<'_> {
     /// Sends any request and returns its result.
     pub async fn request(&self, method: &str, params: Option<Value>) -> HookResult<Value> {
         let params = match params {
@@ -727,13 +727,17 @@ impl Upstream<'_> {
         from_result("tools/call", &raw)
     }
 
-    /// Lists the upstream's tools (one page: pass the cursor with [`Upstream::request`] for
+    /// Lists the upstream's tools (one page: pass the cursor with [`UpstreamHandle::request`] for
     /// more).
     pub async fn list_tools(&self) -> HookResult<ListToolsResult> {
         let raw = self.ctx.upstream_raw("tools/list", None).await?;
         from_result("tools/list", &raw)
     }
 }
+
+/// The old name of [`UpstreamHandle`], kept so code written against it still builds.
+#[deprecated(note = "renamed `UpstreamHandle` (`upstream::Upstream` is the server enum)")]
+pub type Upstream<'a> = UpstreamHandle<'a>;
 
 /// The client, as a hook talks to it.
 #[derive(Debug, Clone, Copy)]

@@ -70,7 +70,10 @@ mod unknown_fields;
 pub mod upstream;
 
 pub use below::Below;
-pub use context::{Context, Downstream, Identity, Upstream};
+pub use context::{Context, Downstream, Identity, UpstreamHandle};
+/// The old name of [`UpstreamHandle`] at the crate root.
+#[deprecated(note = "renamed `UpstreamHandle` (`upstream::Upstream` is the server enum)")]
+pub type Upstream<'a> = UpstreamHandle<'a>;
 pub use error::{ProxyError, UpstreamError};
 pub use mcp_middleware_macros::proxy_model;
 pub use model::hooks;
