@@ -70,7 +70,8 @@ mod unknown_fields;
 pub mod upstream;
 
 pub use below::Below;
-pub use context::{Context, Downstream, Identity, UpstreamHandle};
+pub use auth::Identity;
+pub use context::{Context, Downstream, UpstreamHandle};
 /// The old name of [`UpstreamHandle`] at the crate root.
 #[deprecated(note = "renamed `UpstreamHandle` (`upstream::Upstream` is the server enum)")]
 pub type Upstream<'a> = UpstreamHandle<'a>;

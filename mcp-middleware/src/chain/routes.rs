@@ -22,7 +22,7 @@ use rmcp::model::ErrorData;
 use serde_json::Value;
 
 use super::Chain;
-use crate::context::Identity;
+use crate::auth::Identity;
 use crate::routing::Route;
 
 /// Where the outermost step sends a client request.

@@ -12,7 +12,7 @@ use super::reject::Reject;
 use super::resource::Published;
 use super::tls::PeerCertificate;
 use crate::auth::{Auth, AuthFailure, TokenList};
-use crate::context::Identity;
+use crate::auth::Identity;
 
 /// A request's identity, and how long the credential it came with stays good.
 #[derive(Debug)]

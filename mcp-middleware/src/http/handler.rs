@@ -21,7 +21,7 @@ use super::reject::{HEADER_MISMATCH, Reject};
 use super::server::Front;
 use super::streams::Opened;
 use super::tls::PeerCertificate;
-use crate::context::Identity;
+use crate::auth::Identity;
 use crate::era::{self, STATELESS_VERSION, UNSUPPORTED_PROTOCOL_VERSION};
 use crate::jsonrpc::{self, Message};
 

@@ -24,7 +24,7 @@ use super::quota::{self, Owner};
 use super::reject::Reject;
 use super::streams::Streams;
 use crate::chain::Chain;
-use crate::context::Identity;
+use crate::auth::Identity;
 use crate::jsonrpc;
 use crate::project::Project;
 use crate::session::{Ended, Event, Session, SessionOptions};
