@@ -18,7 +18,7 @@ use super::body::{Body, SseBody, write_event};
 use super::quota::Owner;
 use super::sessions::{Registry, SessionHandle, StatelessKey};
 use super::reject::{HEADER_MISMATCH, Reject};
-use super::server::Front;
+use super::front::Front;
 use super::streams::Opened;
 use super::tls::PeerCertificate;
 use crate::auth::Identity;

@@ -112,6 +112,7 @@
 mod authn;
 mod body;
 mod event_store;
+mod front;
 mod guard;
 mod handler;
 mod options;
@@ -151,7 +152,7 @@ pub(crate) fn start(
         .protected_resource
         .as_ref()
         .map(|config| resource::Published::new(config, &base, &options.path));
-    let front = Arc::new(server::Front {
+    let front = Arc::new(front::Front {
         guard: guard::Guard::new(&options),
         authn: authn::Authenticator::new(&options, published.clone()),
         resource: published,
