@@ -49,6 +49,7 @@ pub mod context;
 mod dispatch;
 pub mod era;
 pub mod error;
+mod exchange;
 pub mod http;
 pub mod jsonrpc;
 pub mod live;

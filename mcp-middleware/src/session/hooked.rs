@@ -23,7 +23,7 @@ use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::bridge::ClientEra;
-use super::id_map::{IdMap, Waiting};
+use crate::exchange::{IdMap, Waiting};
 use super::{Pending, Session, UpstreamRequest, UpstreamState};
 use crate::context::{Context, LoopCall, RawOutcome};
 use crate::model::{HookId, Observation, Outcome, RawNotification, RawRequest, Subject};

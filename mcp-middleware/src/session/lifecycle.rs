@@ -3,7 +3,7 @@
 //! pending when it dies.
 
 use super::bridge::ClientEra;
-use super::handshake::Step;
+use crate::exchange::Step;
 use super::{Pending, ProxyRequest, Session, UpstreamState};
 use crate::jsonrpc::{self, Message};
 
