@@ -70,8 +70,8 @@ pub mod tutorial;
 mod unknown_fields;
 pub mod upstream;
 
-pub use below::Below;
 pub use auth::Identity;
+pub use below::Below;
 pub use context::{Context, Downstream, UpstreamHandle};
 /// The old name of [`UpstreamHandle`] at the crate root.
 #[deprecated(note = "renamed `UpstreamHandle` (`upstream::Upstream` is the server enum)")]

@@ -247,7 +247,6 @@ const PRINCIPAL_PART: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHA
     .remove(b'_')
     .remove(b'~');
 
-
 #[cfg(test)]
 mod tests {
     use super::Identity;

@@ -76,7 +76,6 @@ pub use issuer::{IssuerKeys, MIN_REFRESH};
 pub use jwt::{JwtKey, JwtVerifier};
 pub use tokens::TokenList;
 
-
 /// The credentials the HTTP front accepts besides client certificates: a token list, a JWT
 /// verifier, or both. The default accepts none (every client is [`Identity::Anonymous`],
 /// unless TLS client certificates are asked for).

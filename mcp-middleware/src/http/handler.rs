@@ -15,10 +15,10 @@ use serde_json::{Map, Value};
 
 use super::authn::{Authenticated, Validity};
 use super::body::{Body, SseBody, write_event};
-use super::quota::Owner;
-use super::sessions::{Registry, SessionHandle, StatelessKey};
-use super::reject::{HEADER_MISMATCH, Reject};
 use super::front::Front;
+use super::quota::Owner;
+use super::reject::{HEADER_MISMATCH, Reject};
+use super::sessions::{Registry, SessionHandle, StatelessKey};
 use super::streams::Opened;
 use super::tls::PeerCertificate;
 use crate::auth::Identity;

@@ -117,10 +117,10 @@ mod guard;
 mod handler;
 mod options;
 mod quota;
-mod sessions;
 mod reject;
 mod resource;
 mod server;
+mod sessions;
 mod streams;
 mod tls;
 
@@ -128,10 +128,10 @@ use std::sync::Arc;
 
 pub use handler::SUPPORTED_VERSIONS;
 pub use options::HttpOptions;
-pub use sessions::{SessionSummary, Sessions};
 pub use reject::{HEADER_MISMATCH, SERVER_ERROR, UNAUTHORIZED};
 pub use resource::ProtectedResource;
 pub use server::HttpServer;
+pub use sessions::{SessionSummary, Sessions};
 pub use tls::{ClientCertificates, TlsError, TlsOptions};
 
 pub(crate) use sessions::SessionFactory;

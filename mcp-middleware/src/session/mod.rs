@@ -59,8 +59,8 @@ use tokio::sync::oneshot;
 
 use rmcp::model::{ErrorCode, ErrorData};
 
-use crate::chain::{Chain, Path};
 use crate::auth::Identity;
+use crate::chain::{Chain, Path};
 use crate::context::{LoopCall, RawOutcome, SessionLink, SessionScope};
 use crate::era;
 use crate::jsonrpc::{self, Message, range_in, splice};

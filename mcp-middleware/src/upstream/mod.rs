@@ -27,8 +27,8 @@ pub(crate) use env_refs::resolve as resolve_env_refs;
 pub use environment::{DEFAULT_INHERITED, EnvPolicy};
 pub use era_probe::{Era, EraRecord, EraSeen, read_era_file};
 pub use http::HttpUpstream;
-pub use set::ServerSet;
 pub(crate) use link::UpstreamLink;
+pub use set::ServerSet;
 pub use stdio::{StdioServer, UpstreamEvent};
 pub use token_exchange::TokenExchange;
 

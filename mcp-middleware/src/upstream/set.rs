@@ -53,8 +53,8 @@ use tokio::sync::mpsc;
 
 use super::{Upstream, UpstreamEvent, UpstreamLink};
 use crate::error::UpstreamError;
-use crate::jsonrpc::{self, Message, range_in, splice};
 use crate::exchange::{Handshake, IdMap, Step};
+use crate::jsonrpc::{self, Message, range_in, splice};
 use crate::transport::queue::{LineQueue, Queued};
 use cursor::{CursorKey, Position};
 

@@ -9,7 +9,6 @@ use std::time::Duration;
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
-
 use super::env_refs::{self, env_references};
 use super::environment::EnvPolicy;
 use super::link::UpstreamLink;
