@@ -27,6 +27,12 @@ use crate::model::HookResult;
 use crate::project::Project;
 
 /// [`Identity`](crate::auth::Identity) lived here; it belongs to [`crate::auth`] now.
+///
+/// ```
+/// #[allow(deprecated)]
+/// use mcp_middleware::context::Identity;
+/// assert_eq!(Identity::Anonymous, mcp_middleware::auth::Identity::Anonymous);
+/// ```
 #[deprecated(note = "moved to `mcp_middleware::auth::Identity`")]
 pub type Identity = auth::Identity;
 

@@ -74,6 +74,13 @@ pub use auth::Identity;
 pub use below::Below;
 pub use context::{Context, Downstream, UpstreamHandle};
 /// The old name of [`UpstreamHandle`] at the crate root.
+///
+/// ```
+/// #[allow(deprecated)]
+/// fn handle(ctx: &mcp_middleware::Context) -> mcp_middleware::Upstream<'_> {
+///     ctx.upstream()
+/// }
+/// ```
 #[deprecated(note = "renamed `UpstreamHandle` (`upstream::Upstream` is the server enum)")]
 pub type Upstream<'a> = UpstreamHandle<'a>;
 pub use error::{ProxyError, UpstreamError};
