@@ -36,7 +36,7 @@ use crate::upstream::Upstream;
 
 mod routes;
 
-pub(crate) use routes::Path;
+pub(crate) use routes::{Path, RouterSlot};
 
 /// A model composed for running: its flattened layers, the steps of every hook, every model's
 /// validated config and the state types a session needs.
@@ -51,7 +51,7 @@ pub struct Chain {
     router: Option<Arc<Router>>,
     /// Set when the proxy follows a [`Live`](crate::live::Live) handle: the routes are read
     /// from this slot, shared by every session, instead of `router`.
-    live_router: Option<crate::live::RouterSlot>,
+    live_router: Option<RouterSlot>,
 }
 
 impl std::fmt::Debug for Chain {
@@ -176,7 +176,7 @@ impl Chain {
     }
 
     /// Reads the routes from `slot` from now on (live changes, `crate::live`).
-    pub(crate) fn follow_routes(mut self, slot: crate::live::RouterSlot) -> Self {
+    pub(crate) fn follow_routes(mut self, slot: RouterSlot) -> Self {
         self.live_router = Some(slot);
         self
     }

@@ -49,6 +49,7 @@ pub mod context;
 mod dispatch;
 pub mod era;
 pub mod error;
+mod exchange;
 pub mod http;
 pub mod jsonrpc;
 pub mod live;
@@ -70,8 +71,19 @@ pub mod tutorial;
 mod unknown_fields;
 pub mod upstream;
 
+pub use auth::Identity;
 pub use below::Below;
-pub use context::{Context, Downstream, Identity, Upstream};
+pub use context::{Context, Downstream, UpstreamHandle};
+/// The old name of [`UpstreamHandle`] at the crate root.
+///
+/// ```
+/// #[allow(deprecated)]
+/// fn handle(ctx: &mcp_middleware::Context) -> mcp_middleware::Upstream<'_> {
+///     ctx.upstream()
+/// }
+/// ```
+#[deprecated(note = "renamed `UpstreamHandle` (`upstream::Upstream` is the server enum)")]
+pub type Upstream<'a> = UpstreamHandle<'a>;
 pub use error::{ProxyError, UpstreamError};
 pub use mcp_middleware_macros::proxy_model;
 pub use model::hooks;

@@ -58,16 +58,13 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
-use crate::chain::Chain;
+use crate::chain::{Chain, RouterSlot};
 use crate::error::ProxyError;
 use crate::project::Project;
 use crate::proxy::Proxy;
 use crate::routing::{Router, Routes};
 use crate::upstream::Upstream;
 use crate::upstream::token_exchange::Caller;
-
-/// The shared slot every following chain reads its routes from.
-pub(crate) type RouterSlot = Arc<RwLock<Option<Arc<Router>>>>;
 
 /// The handle to a running proxy's configuration: cheap to clone, shared by every session.
 /// See the [module docs](self).

@@ -217,7 +217,7 @@ impl Proxy {
             to_client,
             chain,
             self.project,
-            crate::context::Identity::local_user(),
+            crate::auth::Identity::local_user(),
         )?;
         let writer = tokio::spawn(write_lines(output, client_queue));
         let max = self.options.max_message_bytes;

@@ -47,7 +47,7 @@ use x509_cert::der::oid::ObjectIdentifier;
 use x509_cert::spki::SubjectPublicKeyInfoRef;
 
 use super::{AuthError, AuthFailure, IssuerKeys};
-use crate::context::Identity;
+use crate::auth::Identity;
 
 /// rsaEncryption.
 const OID_RSA: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.1");

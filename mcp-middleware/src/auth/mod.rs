@@ -63,6 +63,7 @@
 //! Stateless (2026-07-28) sessions are keyed by the principal and the client's name.
 
 mod certificate;
+mod identity;
 mod issuer;
 mod jwt;
 mod tokens;
@@ -70,11 +71,10 @@ mod tokens;
 use std::path::{Path, PathBuf};
 
 pub use certificate::{CertificateError, CertificateInfo};
+pub use identity::Identity;
 pub use issuer::{IssuerKeys, MIN_REFRESH};
 pub use jwt::{JwtKey, JwtVerifier};
 pub use tokens::TokenList;
-
-use crate::context::Identity;
 
 /// The credentials the HTTP front accepts besides client certificates: a token list, a JWT
 /// verifier, or both. The default accepts none (every client is [`Identity::Anonymous`],

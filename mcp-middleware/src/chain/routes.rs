@@ -18,12 +18,17 @@
 //!
 //! With no routes configured every step is free: nothing is read that was not read before.
 
+use std::sync::{Arc, RwLock};
+
 use rmcp::model::ErrorData;
 use serde_json::Value;
 
 use super::Chain;
-use crate::context::Identity;
-use crate::routing::Route;
+use crate::auth::Identity;
+use crate::routing::{Route, Router};
+
+/// The shared slot every chain that follows live changes (`crate::live`) reads its routes from.
+pub(crate) type RouterSlot = Arc<RwLock<Option<Arc<Router>>>>;
 
 /// Where the outermost step sends a client request.
 #[derive(Debug)]

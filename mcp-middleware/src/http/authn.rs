@@ -11,8 +11,8 @@ use super::options::HttpOptions;
 use super::reject::Reject;
 use super::resource::Published;
 use super::tls::PeerCertificate;
+use crate::auth::Identity;
 use crate::auth::{Auth, AuthFailure, TokenList};
-use crate::context::Identity;
 
 /// A request's identity, and how long the credential it came with stays good.
 #[derive(Debug)]

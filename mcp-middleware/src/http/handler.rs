@@ -15,13 +15,13 @@ use serde_json::{Map, Value};
 
 use super::authn::{Authenticated, Validity};
 use super::body::{Body, SseBody, write_event};
+use super::front::Front;
 use super::quota::Owner;
-use super::registry::{Registry, SessionHandle, StatelessKey};
 use super::reject::{HEADER_MISMATCH, Reject};
-use super::server::Front;
+use super::sessions::{Registry, SessionHandle, StatelessKey};
 use super::streams::Opened;
 use super::tls::PeerCertificate;
-use crate::context::Identity;
+use crate::auth::Identity;
 use crate::era::{self, STATELESS_VERSION, UNSUPPORTED_PROTOCOL_VERSION};
 use crate::jsonrpc::{self, Message};
 
@@ -322,7 +322,7 @@ async fn request_response(
         guard,
         priming,
     } = opened;
-    tracing::trace!(session = %super::registry::short(&handle.id), stream, "request stream opened");
+    tracing::trace!(session = %super::sessions::short(&handle.id), stream, "request stream opened");
     handle.send(line).await?;
     let keep_alive = registry.options().keep_alive;
     if !stateless {
@@ -522,7 +522,7 @@ async fn delete(
     {
         return Err(Reject::session_not_found());
     }
-    tracing::info!(session = %super::registry::short(id), "HTTP session ended by the client");
+    tracing::info!(session = %super::sessions::short(id), "HTTP session ended by the client");
     Ok(Response::new(Body::Empty))
 }
 

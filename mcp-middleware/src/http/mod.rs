@@ -112,14 +112,15 @@
 mod authn;
 mod body;
 mod event_store;
+mod front;
 mod guard;
 mod handler;
 mod options;
 mod quota;
-mod registry;
 mod reject;
 mod resource;
 mod server;
+mod sessions;
 mod streams;
 mod tls;
 
@@ -127,13 +128,13 @@ use std::sync::Arc;
 
 pub use handler::SUPPORTED_VERSIONS;
 pub use options::HttpOptions;
-pub use registry::{SessionSummary, Sessions};
 pub use reject::{HEADER_MISMATCH, SERVER_ERROR, UNAUTHORIZED};
 pub use resource::ProtectedResource;
 pub use server::HttpServer;
+pub use sessions::{SessionSummary, Sessions};
 pub use tls::{ClientCertificates, TlsError, TlsOptions};
 
-pub(crate) use registry::SessionFactory;
+pub(crate) use sessions::SessionFactory;
 
 /// Starts the front on `listener` with sessions made by `factory`.
 pub(crate) fn start(
@@ -151,13 +152,13 @@ pub(crate) fn start(
         .protected_resource
         .as_ref()
         .map(|config| resource::Published::new(config, &base, &options.path));
-    let front = Arc::new(server::Front {
+    let front = Arc::new(front::Front {
         guard: guard::Guard::new(&options),
         authn: authn::Authenticator::new(&options, published.clone()),
         resource: published,
         tls: options.tls.as_ref().map(tls::TlsOptions::acceptor),
     });
-    let registry = Arc::new(registry::Registry::new(factory, options));
+    let registry = Arc::new(sessions::Registry::new(factory, options));
     registry.listen_to_store();
     server::start(listener, registry, front)
 }

@@ -10,7 +10,7 @@ use std::net::IpAddr;
 
 use super::options::HttpOptions;
 use super::reject::Reject;
-use crate::context::Identity;
+use crate::auth::Identity;
 
 /// Whom a session counts against: the principal an authenticated client is, or, for a client
 /// that authenticates as no one, its address (everyone anonymous is the same principal, so

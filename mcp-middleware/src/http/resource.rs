@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::context::Identity;
+use crate::auth::Identity;
 
 /// The well-known path of the metadata (RFC 9728 §3).
 pub(crate) const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";

@@ -23,22 +23,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use super::authn::Authenticator;
-use super::guard::Guard;
+use super::front::Front;
 use super::handler;
 use super::quota;
-use super::registry::Registry;
+use super::sessions::Registry;
 use super::tls::PeerCertificate;
-
-/// What every request passes before it reaches a session: the Host/Origin guard, the
-/// authenticator, and (for HTTPS) the TLS acceptor every connection is handshaken with.
-pub(crate) struct Front {
-    pub(crate) guard: Guard,
-    pub(crate) authn: Authenticator,
-    pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,
-    /// The protected-resource metadata, when published.
-    pub(crate) resource: Option<super::resource::Published>,
-}
 
 /// How long a client may take to send a request's headers.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -70,7 +59,7 @@ pub struct HttpServer {
     url: String,
     stop: CancellationToken,
     task: JoinHandle<()>,
-    sessions: super::registry::Sessions,
+    sessions: super::sessions::Sessions,
 }
 
 impl HttpServer {
@@ -94,7 +83,7 @@ impl HttpServer {
     }
 
     /// The open sessions, for an operator (list, end one).
-    pub fn sessions(&self) -> super::registry::Sessions {
+    pub fn sessions(&self) -> super::sessions::Sessions {
         self.sessions.clone()
     }
 
@@ -124,7 +113,7 @@ pub(crate) fn start(
         url,
         stop,
         task,
-        sessions: super::registry::Sessions(registry),
+        sessions: super::sessions::Sessions(registry),
     })
 }
 

@@ -54,7 +54,7 @@ pub(crate) struct Streams {
     next_stream: StreamId,
     /// Ids of the session's own for stateless requests (the hop from the HTTP front to the
     /// core session).
-    request_ids: crate::session::IdSource,
+    request_ids: crate::exchange::IdSource,
     next_conn: u64,
     /// Open request streams by the request's id as the core session knows it (raw JSON).
     by_request: HashMap<Box<str>, StreamId>,
@@ -142,7 +142,7 @@ impl Streams {
         Self {
             stateless,
             next_stream: STANDALONE,
-            request_ids: crate::session::IdSource::default(),
+            request_ids: crate::exchange::IdSource::default(),
             next_conn: 0,
             by_request: HashMap::new(),
             by_token: HashMap::new(),
@@ -219,7 +219,7 @@ impl Streams {
             if client_token.is_some()
                 && let Some(params) = params
                 && let Some((text, Some(_))) =
-                    crate::session::swap_progress_token_in(params, own_id)
+                    crate::exchange::swap_progress_token_in(params, own_id)
             {
                 new_params = Some((range_in(line, params), text));
             }

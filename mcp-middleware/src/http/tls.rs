@@ -12,7 +12,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 
 use crate::auth::CertificateInfo;
-use crate::context::Identity;
+use crate::auth::Identity;
 
 /// Whether the TLS handshake demands a client certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

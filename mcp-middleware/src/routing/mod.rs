@@ -86,7 +86,7 @@ use rmcp::model::{ErrorCode, ErrorData};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::context::Identity;
+use crate::auth::Identity;
 use crate::jsonrpc;
 use crate::pattern::Pattern;
 use crate::upstream::Upstream;

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::context::Identity;
+use crate::auth::Identity;
 use crate::pattern::Pattern;
 
 /// One `routes.restricted` entry: `names` (names or globs, compared as `hidden` compares them)

@@ -23,9 +23,9 @@ use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::bridge::ClientEra;
-use super::id_map::{IdMap, Waiting};
 use super::{Pending, Session, UpstreamRequest, UpstreamState};
 use crate::context::{Context, LoopCall, RawOutcome};
+use crate::exchange::{IdMap, Waiting};
 use crate::model::{HookId, Observation, Outcome, RawNotification, RawRequest, Subject};
 use crate::{dispatch, era, jsonrpc};
 

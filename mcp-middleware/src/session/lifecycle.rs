@@ -3,8 +3,8 @@
 //! pending when it dies.
 
 use super::bridge::ClientEra;
-use super::handshake::Step;
 use super::{Pending, ProxyRequest, Session, UpstreamState};
+use crate::exchange::Step;
 use crate::jsonrpc::{self, Message};
 
 impl Session {

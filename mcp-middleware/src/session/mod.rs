@@ -23,10 +23,9 @@
 //! Requests the upstream sends (sampling, elicitation, roots, ping) travel the mirror path with
 //! ids the proxy allocates toward the client.
 //!
-//! Beside this file, one part each: `id_map` owns request ids in both directions (allocation,
-//! who waits, the client's id and progress token, expiry; the HTTP front, the chain's upstream
-//! end and a `ServerSet` use the same type); `handshake` is the handshake memory and the one
-//! replay built from it (plain data, serde); `hooked` runs the chain's tasks; `upstream_end`
+//! Request ids in both directions and the handshake memory are [`crate::exchange`]'s (the HTTP
+//! front, the chain's upstream end and a `ServerSet` use the same types). Beside this file, one
+//! part each: `hooked` runs the chain's tasks; `upstream_end`
 //! lets those tasks write to the upstream themselves; `lifecycle` starts a dead upstream again
 //! and replays the handshake to it; `bridge` translates when a 2026-07-28 client meets a
 //! handshake-only upstream. When both sides speak the same era nothing is translated. Which
@@ -37,18 +36,16 @@
 //! hook asks the client something (`ctx.llm()`).
 
 mod bridge;
-mod handshake;
 mod hooked;
-mod id_map;
 mod lifecycle;
 mod reload;
 mod rounds;
 mod shared;
 mod upstream_end;
 
-pub(crate) use handshake::{Handshake, Step};
-pub(crate) use id_map::{IdMap, IdSource, Waiting, swap_progress_token_in};
 pub(crate) use upstream_end::UpstreamEnd;
+
+use crate::exchange::{Handshake, IdMap, Waiting, swap_progress_token};
 
 use std::time::{Duration, Instant};
 
@@ -63,8 +60,9 @@ use tokio::sync::oneshot;
 
 use rmcp::model::{ErrorCode, ErrorData};
 
+use crate::auth::Identity;
 use crate::chain::{Chain, Path};
-use crate::context::{Identity, LoopCall, RawOutcome, SessionLink, SessionScope};
+use crate::context::{LoopCall, RawOutcome, SessionLink, SessionScope};
 use crate::era;
 use crate::jsonrpc::{self, Message, range_in, splice};
 use crate::model::{HookId, Outcome};
@@ -821,7 +819,7 @@ impl Session {
         bridged: bool,
     ) -> Option<RewrittenParams> {
         let mut map: Map<String, Value> = serde_json::from_str(params).ok()?;
-        let progress_token = id_map::swap_progress_token(&mut map, uid);
+        let progress_token = swap_progress_token(&mut map, uid);
         if bridged && let Some(level) = era::strip_envelope(&mut map) {
             self.opt_in_logs(uid, &level);
         }
@@ -1100,7 +1098,7 @@ impl Session {
         if let Some(params) = params
             && params.contains("\"progressToken\"")
             && let Ok(mut map) = serde_json::from_str::<Map<String, Value>>(params)
-            && let Some(token) = id_map::swap_progress_token(&mut map, did)
+            && let Some(token) = swap_progress_token(&mut map, did)
             && let Ok(rewritten) = serde_json::to_string(&map)
         {
             progress_token = Some(token);

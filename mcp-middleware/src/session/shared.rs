@@ -8,8 +8,9 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use super::{Pending, ProxyRequest, Session, UpstreamState};
+use crate::auth::Identity;
 use crate::chain::Chain;
-use crate::context::{Identity, SessionScope};
+use crate::context::SessionScope;
 use crate::jsonrpc;
 use crate::project::Project;
 use crate::shared_store::HandshakeRecord;

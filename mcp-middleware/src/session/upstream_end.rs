@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::id_map::{IdMap, IdSource, Waiting, swap_progress_token_in};
+use crate::exchange::{IdMap, IdSource, Waiting, swap_progress_token_in};
 
 use crate::context::RawOutcome;
 use crate::jsonrpc;

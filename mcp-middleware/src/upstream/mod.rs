@@ -8,6 +8,7 @@ mod env_refs;
 mod environment;
 pub mod era_probe;
 pub(crate) mod http;
+mod link;
 mod parent_death;
 mod reverse_bridge;
 mod set;
@@ -27,8 +28,8 @@ pub(crate) use env_refs::resolve as resolve_env_refs;
 pub use environment::{DEFAULT_INHERITED, EnvPolicy};
 pub use era_probe::{Era, EraRecord, EraSeen, read_era_file};
 pub use http::HttpUpstream;
+pub(crate) use link::UpstreamLink;
 pub use set::ServerSet;
-pub(crate) use stdio::UpstreamLink;
 pub use stdio::{StdioServer, UpstreamEvent};
 pub use token_exchange::TokenExchange;
 

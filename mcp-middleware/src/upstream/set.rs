@@ -59,8 +59,8 @@ use tokio::sync::mpsc;
 
 use super::{Upstream, UpstreamEvent, UpstreamLink};
 use crate::error::UpstreamError;
+use crate::exchange::{Handshake, IdMap, Step};
 use crate::jsonrpc::{self, Message, range_in, splice};
-use crate::session::{Handshake, IdMap, Step};
 use crate::transport::queue::{LineQueue, Queued};
 use cursor::{CursorKey, Position};
 
@@ -271,7 +271,7 @@ struct Asked {
     what: Waiting,
 }
 
-impl crate::session::Waiting for Asked {
+impl crate::exchange::Waiting for Asked {
     fn peer_id(&self) -> Option<&str> {
         match &self.what {
             Waiting::Relay { up_id } => Some(up_id),
@@ -287,7 +287,7 @@ struct ServerRequest {
     child_id: String,
 }
 
-impl crate::session::Waiting for ServerRequest {}
+impl crate::exchange::Waiting for ServerRequest {}
 
 /// What an answer from a server is for.
 enum Waiting {

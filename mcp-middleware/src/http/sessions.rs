@@ -1,4 +1,4 @@
-//! The session registry: every open HTTP session, how one starts and how it ends.
+//! The HTTP sessions (`Registry`): every open HTTP session, how one starts and how it ends.
 //!
 //! A session here is one core [`Session`] (its own upstream, model state and forwarding loop)
 //! plus the [`Streams`] its messages travel on, and a router task that moves each message the
@@ -30,8 +30,8 @@ use super::options::HttpOptions;
 use super::quota::{self, Owner};
 use super::reject::Reject;
 use super::streams::Streams;
+use crate::auth::Identity;
 use crate::chain::Chain;
-use crate::context::Identity;
 use crate::jsonrpc;
 use crate::project::Project;
 use crate::session::{Ended, Event, Session, SessionOptions};

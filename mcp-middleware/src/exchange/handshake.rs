@@ -2,7 +2,7 @@
 //! again (the accepted `initialize`, `notifications/initialized`, the log level, the resource
 //! subscriptions), and the one replay built from it.
 //!
-//! Both restarts use it: the session's (`lifecycle.rs`, one upstream) and a `ServerSet`'s
+//! Both restarts use it: the session's (`session/lifecycle.rs`, one upstream) and a `ServerSet`'s
 //! merger (per server of the set). It is plain data (serde), so a shared store can keep it
 //! beside the session it belongs to.
 
