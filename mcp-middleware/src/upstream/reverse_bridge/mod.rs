@@ -56,6 +56,9 @@ where
             tokio::select! {
                 queued = from_session.recv() => {
                     let Some(queued) = queued else {
+                        // Our clone of the server's queue goes first: while it lives the
+                        // server's input stays open and it never sees its end.
+                        drop(up);
                         inner.shut_down(SHUTDOWN_GRACE).await;
                         return;
                     };
