@@ -1,7 +1,7 @@
 //! The shared session store (`serve --store redis://...`, SPEC T8): what the replicas of one
 //! project share so that any of them serves any session.
 //!
-//! This module owns the record of a session as the store keeps it ([`StoredSession`]: who owns
+//! This module owns the record of a session as the store keeps it (`StoredSession`: who owns
 //! it, the handshake to replay to a fresh upstream, and each model's `State` as JSON under a
 //! version), the [`SharedStore`] handle the HTTP front is given, and the backend trait a store
 //! implements ([`redis`](self) behind the `redis` feature). How a live session keeps its model
