@@ -25,7 +25,7 @@ if not PROXY:
     pytest.skip("MCP_PROXY is not set: this module runs mcpctl against an HTTP upstream", allow_module_level=True)
 
 import mcp_types as types  # noqa: E402
-from conftest import BASE_TOOLS, EVENT_TIMEOUT, READ_TIMEOUT, SERVER_JS, text_of  # noqa: E402
+from conftest import BASE_TOOLS, EVENT_TIMEOUT, READ_TIMEOUT, SERVER_JS, ServedProcess, text_of  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
@@ -133,49 +133,14 @@ async def test_a_restarted_server_gets_a_new_session_unseen_by_the_client(everyt
             restarted.stop()
 
 
-class JsonHttpServer:
-    """servers/json_http_server.py (one JSON body per answer) on `port`, until `stop`."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        script = os.path.join(os.path.dirname(__file__), "servers", "json_http_server.py")
-        self.proc = subprocess.Popen(
-            [sys.executable, script, str(port)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        ready = threading.Event()
-
-        def pump() -> None:
-            assert self.proc.stderr is not None
-            for line in self.proc.stderr:
-                if "listening on" in line:
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(EVENT_TIMEOUT) or self.proc.poll() is not None:
-            self.stop()
-            pytest.fail("json_http_server.py did not start")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
 
 async def test_requests_of_one_session_go_out_side_by_side() -> None:
     # The server answers each request with one JSON body, so its response headers come only
     # with the result: `release` must reach it while `wait_for_release` is still waiting.
-    server = JsonHttpServer(free_port())
-    try:
-        async with client_for(server.port) as client:
+    port = free_port()
+    script = os.path.join(os.path.dirname(__file__), "servers", "json_http_server.py")
+    with ServedProcess([sys.executable, script, str(port)], failure="json_http_server.py did not start"):
+        async with client_for(port) as client:
             results: list[str] = []
 
             async def wait() -> None:
@@ -191,5 +156,3 @@ async def test_requests_of_one_session_go_out_side_by_side() -> None:
                     released = await client.call_tool("release", {})
                     assert text_of(released.content[0]) == "ok"
             assert results == ["released"]
-    finally:
-        server.stop()
