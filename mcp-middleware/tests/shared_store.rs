@@ -87,7 +87,7 @@ async fn serving_with_a_shared_store_refuses_a_model_whose_state_cannot_travel()
             "--save",
             "",
         ])
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("redis-server starts (is it installed?)");
     struct Kill<'a>(&'a mut std::process::Child);
@@ -97,18 +97,27 @@ async fn serving_with_a_shared_store_refuses_a_model_whose_state_cannot_travel()
             let _ = self.0.wait();
         }
     }
+    // Ready once it logs so (its log is its stdout); the read ends at EOF if it exits first.
+    let log = child.stdout.take().expect("redis-server's stdout is piped");
+    let ready = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(log)
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line.contains("Ready to accept connections"))
+    });
     let _kill = Kill(&mut child);
+    let ready = tokio::time::timeout(std::time::Duration::from_secs(30), ready)
+        .await
+        .expect("redis-server never said it was ready");
+    assert!(
+        ready.expect("the log reader"),
+        "redis-server exited before it was ready"
+    );
     let url = format!("redis://127.0.0.1:{port}/0");
-    // Until it listens (bounded: a server that never does fails the test).
-    let mut attempts = 0;
-    let store = loop {
-        match SharedStore::redis(&url, "tests").await {
-            Ok(store) => break store,
-            Err(err) if attempts > 500 => panic!("redis-server never answered: {err}"),
-            Err(_) => attempts += 1,
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let store = SharedStore::redis(&url, "tests")
+        .await
+        .expect("redis-server answers once ready");
     let options = HttpOptions::default()
         .listen("127.0.0.1:0".parse().expect("an address"))
         .shared_store(store);

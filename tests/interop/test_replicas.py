@@ -19,7 +19,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -72,36 +71,27 @@ LOAD_CALLS = int(os.environ.get("REPLICAS_CALLS", "15"))
 
 class RedisServer:
     """`redis-server` on 127.0.0.1:`port` with its append-only file in `directory`; ready once
-    it answers PING. `stop()` ends it; `start()` starts it again with the same data."""
+    it logs that it accepts connections. `stop()` ends it; `start()` starts it again with the same data."""
 
     def __init__(self, directory: Path) -> None:
         assert REDIS, "redis-server is not installed (scripts/setup-interop installs it)"
         self.directory = directory
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.served: ServedProcess | None = None
+        self.proc: subprocess.Popen[str] | None = None
         self.start()
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(
+        # Its log on stderr (`--logfile /dev/stderr`): ready once it says it accepts connections.
+        self.served = ServedProcess(
             [REDIS or "", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.directory)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+             "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.directory),
+             "--logfile", "/dev/stderr"],
+            ready="Ready to accept connections",
+            failure=f"redis-server did not start on port {self.port}",
         )
-        deadline = time.monotonic() + EVENT_TIMEOUT
-        while not self._answers():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                pytest.fail(f"redis-server did not answer PING on port {self.port}")
-            time.sleep(0.02)
-
-    def _answers(self) -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                s.sendall(b"PING\r\n")
-                return s.recv(16).startswith(b"+PONG")
-        except OSError:
-            return False
+        self.proc = self.served.proc
 
     def keys(self, pattern: str) -> list[str]:
         done = subprocess.run(["redis-cli", "-p", str(self.port), "--raw", "KEYS", pattern],
@@ -109,13 +99,8 @@ class RedisServer:
         return [line for line in done.stdout.splitlines() if line]
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.served is not None:
+            self.served.stop()
 
 
 # --------------------------------------------------------------------------- replicas
