@@ -92,10 +92,18 @@ fn names(listed: &Value) -> Vec<String> {
 struct Served {
     child: Child,
     addr: SocketAddr,
+    /// The admin listener's address, when started with one.
+    admin: Option<SocketAddr>,
 }
 
 impl Served {
     fn start(home: &Home, project: &str) -> Self {
+        Self::start_with(home, project, &[])
+    }
+
+    /// [`Served::start`] with more arguments; waits for the admin listener too when `extra`
+    /// asks for one.
+    fn start_with(home: &Home, project: &str, extra: &[&str]) -> Self {
         let tokens = home.write("tokens", &format!("alice {ALICE}\nbob {BOB}\n"));
         let secret = home.write("jwt-secret", &format!("{JWT_SECRET}\n"));
         let mut child = home
@@ -109,6 +117,7 @@ impl Served {
                 "--jwt-secret-file",
                 secret.to_str().unwrap(),
             ])
+            .args(extra)
             .env(KEY_VAR, KEY)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -118,21 +127,44 @@ impl Served {
         let (tx, rx) = channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                match line.strip_prefix("listening on http://") {
-                    Some(url) => drop(tx.send(url.trim_end_matches("/mcp").to_owned())),
-                    None => eprintln!("mcpctl: {line}"),
+                if let Some(url) = line.strip_prefix("listening on http://") {
+                    drop(tx.send((false, url.trim_end_matches("/mcp").to_owned())));
+                } else if let Some(url) = line.strip_prefix("admin listening on http://") {
+                    drop(tx.send((true, url.trim_end_matches('/').to_owned())));
+                } else {
+                    eprintln!("mcpctl: {line}");
                 }
             }
         });
-        let addr = match rx.recv_timeout(WAIT) {
-            Ok(authority) => authority.parse().expect("a socket address"),
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("mcpctl serve did not say where it listens");
-            }
+        let wanted = if extra.contains(&"--admin-listen") {
+            2
+        } else {
+            1
         };
-        Self { child, addr }
+        let (mut addr, mut admin) = (None, None);
+        for _ in 0..wanted {
+            match rx.recv_timeout(WAIT) {
+                Ok((is_admin, authority)) => {
+                    let parsed = authority.parse().expect("a socket address");
+                    if is_admin {
+                        admin = Some(parsed);
+                    } else {
+                        addr = Some(parsed);
+                    }
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("mcpctl serve did not say where it listens");
+                }
+            }
+        }
+        let Some(addr) = addr else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("mcpctl serve did not say where it listens");
+        };
+        Self { child, addr, admin }
     }
 
     /// Stops the server and waits for it (so every session's audit records are written).
@@ -403,6 +435,94 @@ fn restricted_tools_on_stdio_follow_the_local_principal() {
         outcomes,
         ["ok", "rejected", "rejected", "rejected", "rejected"]
     );
+}
+
+/// The admin catalog (`GET /api/tools`) lists through the admin's own session, which runs as
+/// the local user: a restricted tool that admits the local user is listed and marked
+/// `restricted: true`; one that does not is absent and refused like a hidden tool, and the
+/// upstream never sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_catalog_marks_restricted_tools_and_sees_as_the_local_user() {
+    const ADMIN_TOKEN: &str = "admin-token-of-the-restricted-test";
+    let home = Home::new();
+    let me = mcp_middleware::Identity::local_user().principal();
+    let (upstream_log, _) = project(
+        &home,
+        "catalog",
+        &format!(
+            "      - names: [admin-reset]\n        principals: [\"{me}\"]\n      - names: [deploy]\n        principals: [\"local:someone-else\"]\n"
+        ),
+    );
+    let admin_tokens = home.write("admin-tokens", &format!("ops {ADMIN_TOKEN}\n"));
+    let served = Served::start_with(
+        &home,
+        "catalog",
+        &[
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--admin-tokens",
+            admin_tokens.to_str().unwrap(),
+        ],
+    );
+    let admin = served.admin.expect("an admin listener");
+    let bearer = format!("Bearer {ADMIN_TOKEN}");
+    let headers = [("authorization", bearer.as_str())];
+
+    let mut conn = Conn::connect(admin).await;
+    let reply = conn
+        .send_to("GET", "/api/tools", &headers, b"")
+        .await
+        .expect("GET /api/tools");
+    assert_eq!(reply.status, 200);
+    let catalog = reply.json().await;
+    let marks: Vec<(String, Value)> = catalog["tools"]
+        .as_array()
+        .expect("a tool array")
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap_or_default().to_owned(),
+                t["restricted"].clone(),
+            )
+        })
+        .collect();
+    // `t` is hidden; `deploy` is restricted to someone else; `admin-reset` admits the local
+    // user and is marked.
+    assert_eq!(
+        marks,
+        [
+            ("admin-reset".to_owned(), json!(true)),
+            ("echo_args".to_owned(), json!(false)),
+        ],
+        "{catalog}"
+    );
+
+    let mut conn = Conn::connect(admin).await;
+    let call_headers = [
+        ("authorization", bearer.as_str()),
+        ("content-type", "application/json"),
+    ];
+    let refused = conn
+        .send_to("POST", "/api/tools/deploy/call", &call_headers, b"{}")
+        .await
+        .expect("POST /api/tools/deploy/call");
+    assert_eq!(refused.status, 502);
+    let refused = refused.json().await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+
+    let mut conn = Conn::connect(admin).await;
+    let called = conn
+        .send_to("POST", "/api/tools/admin-reset/call", &call_headers, b"{}")
+        .await
+        .expect("POST /api/tools/admin-reset/call");
+    assert_eq!(called.status, 200);
+    let called = called.json().await;
+    assert_eq!(
+        called["content"][0]["text"], "called admin-reset",
+        "{called}"
+    );
+    drop(served);
+    assert_eq!(upstream_calls(&upstream_log), 1);
 }
 
 #[test]

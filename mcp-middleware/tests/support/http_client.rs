@@ -75,14 +75,26 @@ impl Conn {
         }
     }
 
-    /// Sends a request (a `host` header is added) and reads the response's head.
+    /// Sends a request to `/mcp` (a `host` header is added) and reads the response's head.
     pub async fn send(
         &mut self,
         method: &str,
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> std::io::Result<Reply<'_>> {
-        let mut head = format!("{method} /mcp HTTP/1.1\r\nhost: {}\r\n", self.addr);
+        self.send_to(method, "/mcp", headers, body).await
+    }
+
+    /// [`Conn::send`] to another path.
+    #[allow(dead_code)] // not every test binary that includes this file uses it
+    pub async fn send_to(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> std::io::Result<Reply<'_>> {
+        let mut head = format!("{method} {path} HTTP/1.1\r\nhost: {}\r\n", self.addr);
         for (name, value) in headers {
             head.push_str(&format!("{name}: {value}\r\n"));
         }
