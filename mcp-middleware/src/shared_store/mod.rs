@@ -19,6 +19,7 @@
 //! Keys are namespaced per project (`mcpm:{project}:session:{id}`), so one Redis serves several
 //! projects; each key expires after the idle timeout, renewed by every request (a sliding TTL).
 
+pub(crate) mod fanout;
 mod merge;
 #[cfg(feature = "redis")]
 mod redis;
@@ -50,6 +51,8 @@ pub(crate) use merge::merge;
 #[derive(Clone)]
 pub struct SharedStore {
     pub(crate) backend: Arc<dyn Backend>,
+    /// Where handshake changes reach the other replicas running the session (`fanout`).
+    pub(crate) fanout: Option<Arc<dyn fanout::Fanout>>,
 }
 
 impl fmt::Debug for SharedStore {
@@ -75,8 +78,10 @@ impl SharedStore {
     #[cfg(feature = "redis")]
     pub async fn redis(url: &str, namespace: &str) -> Result<Self, StoreError> {
         let backend = redis::RedisBackend::connect(url, namespace).await?;
+        let fanout = fanout::RedisFanout::new(url, namespace)?;
         Ok(Self {
             backend: Arc::new(backend),
+            fanout: Some(Arc::new(fanout)),
         })
     }
 
