@@ -19,6 +19,8 @@
 //! Keys are namespaced per project (`mcpm:{project}:session:{id}`), so one Redis serves several
 //! projects; each key expires after the idle timeout, renewed by every request (a sliding TTL).
 
+#[cfg(feature = "redis")]
+mod config;
 pub(crate) mod fanout;
 mod merge;
 #[cfg(feature = "redis")]
@@ -33,6 +35,8 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "redis")]
+pub use config::{ConfigGeneration, ConfigNews, Published, SharedConfig};
 pub(crate) use merge::merge;
 
 /// A shared session store: cheap to clone, given to every replica's HTTP front through
