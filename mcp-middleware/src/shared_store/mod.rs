@@ -6,7 +6,10 @@
 //! version), the [`SharedStore`] handle the HTTP front is given, and the backend trait a store
 //! implements ([`redis`](self) behind the `redis` feature). How a live session keeps its model
 //! state in step with the store is in `sync`; the three-way merge that settles two replicas'
-//! concurrent updates of one state is in `merge`.
+//! concurrent updates of one state is in `merge`. Handshake changes a client makes through one
+//! replica reach the upstreams the session runs on the others through `fanout`; the
+//! configuration the replicas share (a project's documents, by generation) is
+//! `SharedConfig` (`config`, behind the `redis` feature).
 //!
 //! What is stored, and what is not:
 //! - the principal the session belongs to (an identity, never a credential: bearer tokens and
