@@ -737,8 +737,14 @@ async fn persist(
     handshake: &mut tokio::sync::watch::Receiver<HandshakeRecord>,
     meta: &mut SessionMeta,
 ) {
-    if handshake.has_changed().unwrap_or(false) {
-        meta.handshake = handshake.borrow_and_update().clone();
+    {
+        // Also what another replica's client changed (taken in without marking the watch
+        // changed, `Session::take_handshake`): the meta written is never older than the
+        // session's.
+        let current = handshake.borrow_and_update();
+        if *current != meta.handshake {
+            meta.handshake = current.clone();
+        }
     }
     match sync.flush(meta).await {
         Ok(Presence::Live) => {}

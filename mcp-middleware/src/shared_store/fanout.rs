@@ -9,7 +9,9 @@
 //! that changes on any replica's upstream reaches the client, and every upstream logs at the
 //! level the client asked for. A replica that restores the session later replays the stored
 //! record instead. The announcement carries the whole record, so taking it twice changes
-//! nothing, and a replica that takes it does not announce it again (no echo between replicas).
+//! nothing; a replica ignores its own announcements and does not announce what it took (no
+//! echo between replicas). Two replicas whose clients change the same session's handshake at
+//! the same moment may each end with the other's change: the client's later request settles it.
 //!
 //! With Redis it is one pub/sub channel, `mcpm:{namespace}:handshake`, carrying
 //! `{"session": ID, "handshake": RECORD}`.
@@ -24,6 +26,10 @@ use super::{HandshakeRecord, StoreError};
 pub(crate) struct HandshakeChanged {
     pub(crate) session: String,
     pub(crate) handshake: HandshakeRecord,
+    /// The announcing replica (random per process), so it does not take its own announcement
+    /// back after its client changed the handshake again.
+    #[serde(default)]
+    pub(crate) origin: String,
 }
 
 /// Where handshake changes travel between replicas.
@@ -34,8 +40,7 @@ pub(crate) trait Fanout: Send + Sync + 'static {
         session: &'a str,
         handshake: &'a HandshakeRecord,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
-    /// Calls `on_heard` with every announcement (this replica's own included), until it
-    /// returns `false`; a broken connection is made again, after asking `on_heard(None)`
+    /// Calls `on_heard` with every other replica's announcement, until it returns `false`; a broken connection is made again, after asking `on_heard(None)`
     /// whether to go on.
     fn listen(&self, on_heard: Box<dyn Fn(Option<HandshakeChanged>) -> bool + Send + Sync>);
 }
@@ -62,6 +67,8 @@ mod redis {
         channel: String,
         client: ::redis::Client,
         connection: ConnectionManager,
+        /// This replica, in its announcements.
+        origin: String,
     }
 
     impl RedisFanout {
@@ -81,7 +88,10 @@ mod redis {
                 .set_max_delay(Duration::from_millis(500));
             let connection = ConnectionManager::new_lazy_with_config(client.clone(), config)
                 .map_err(|err| config_error(err.to_string()))?;
+            let mut random = [0u8; 8];
+            getrandom::fill(&mut random).map_err(|err| config_error(err.to_string()))?;
             Ok(Self {
+                origin: random.iter().map(|b| format!("{b:02x}")).collect(),
                 channel: format!("mcpm:{namespace}:handshake"),
                 describe,
                 client,
@@ -104,6 +114,7 @@ mod redis {
                 let payload = serde_json::to_string(&HandshakeChanged {
                     session: session.to_owned(),
                     handshake: handshake.clone(),
+                    origin: self.origin.clone(),
                 })
                 .map_err(|err| unavailable(err.to_string()))?;
                 let mut connection = self.connection.clone();
@@ -125,6 +136,7 @@ mod redis {
             let client = self.client.clone();
             let channel = self.channel.clone();
             let describe = self.describe.clone();
+            let origin = self.origin.clone();
             tokio::spawn(async move {
                 use futures_util::StreamExt;
                 loop {
@@ -137,6 +149,7 @@ mod redis {
                                         continue;
                                     };
                                     match serde_json::from_str::<HandshakeChanged>(&payload) {
+                                        Ok(heard) if heard.origin == origin => {}
                                         Ok(heard) => {
                                             if !on_heard(Some(heard)) {
                                                 return;
