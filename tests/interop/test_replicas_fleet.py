@@ -6,7 +6,10 @@ behind the round-robin balancer (`tests/fixtures/round_robin.py`, no affinity), 
   `MCPCTL_HOME`, as on separate hosts), so only the shared store can carry a change. A tool hidden
   through replica A's admin API (`POST /api/apply`) is hidden on B and C too: the session served by
   them no longer lists it, a call is refused and the upstream never sees it, and `list_changed`
-  arrives. A document a replica cannot build is refused there, and its running config stays.
+  arrives; `mcpctl apply` into one replica's store directory reaches the others the same way. A
+  document that does not validate is refused where it was applied and never published; a
+  generation a replica cannot build is refused there, naming the document, and its running
+  config stays.
 * `resources/subscribe`/`unsubscribe` and `logging/setLevel` sent through one replica reach the
   upstreams the session runs on the others (`tests/fixtures/replica_upstream.py`: one process per
   replica-session, which says what it was told).
@@ -255,6 +258,25 @@ async def test_a_tool_hidden_through_one_replicas_admin_api_is_hidden_on_the_oth
             called_after = [r for r in group.recorded() if r["method"] == "tools/call"
                             and r["params"].get("name") == "secret"]
             assert called_after == called_before == [], "a hidden tool never reaches an upstream"
+
+
+async def test_mcpctl_apply_into_one_replicas_store_reaches_the_others(tmp_path: Path) -> None:
+    with fleet(tmp_path) as group:
+        async with client(group.url) as (c, heard):
+            await on_every_replica(c, group)
+            marks = [r.stderr.mark() for r in group.replicas]
+            start = heard.mark()
+            # Into replica C's own store directory, as an operator on C's host would.
+            mcpctl(group.replicas[2].home, "apply", "-f", "-", stdin=project_doc(hidden=["touch"]))
+            for replica, mark in zip(group.replicas[:2], marks[:2]):
+                await replica.stderr.wait_for(
+                    lambda line: "of the shared configuration): generation" in line and "routes" in line,
+                    start=mark, what="the shared configuration's reload on another replica")
+            await heard.wait_for(lambda m: getattr(m, "method", None) == "notifications/tools/list_changed",
+                                 start=start, what="tools/list_changed")
+            for _ in range(3):
+                names = {t.name for t in (await c.list_tools()).tools}
+                assert "touch" not in names and "whoami" in names, names
 
 
 async def test_a_document_a_replica_cannot_build_is_refused_there_and_its_config_stays(tmp_path: Path) -> None:
