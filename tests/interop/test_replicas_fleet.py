@@ -258,6 +258,17 @@ async def test_a_tool_hidden_through_one_replicas_admin_api_is_hidden_on_the_oth
             called_after = [r for r in group.recorded() if r["method"] == "tools/call"
                             and r["params"].get("name") == "secret"]
             assert called_after == called_before == [], "a hidden tool never reaches an upstream"
+        # A replica that starts later, from a store that predates the change, runs the newest
+        # generation from the start.
+        late = tmp_path / "home-late"
+        mcpctl(late, "apply", "-f", "-", stdin=f"{server_doc(group.record)}\n---\n{project_doc()}")
+        fourth = Replica(late, group.redis, [])
+        try:
+            assert any("took the shared configuration's newest generation" in line for line in fourth.stderr.lines), \
+                "".join(fourth.stderr.lines)
+            assert "secret" in (late / "projects" / "fleet.yaml").read_text()
+        finally:
+            fourth.stop()
 
 
 async def test_mcpctl_apply_into_one_replicas_store_reaches_the_others(tmp_path: Path) -> None:
