@@ -222,7 +222,12 @@ impl Context {
         }
     }
 
-    /// The session's id: unique within this proxy process.
+    /// The session's id. For a stateful HTTP session it is derived from its `Mcp-Session-Id`
+    /// (`http-` and 24 hex digits of the header's SHA-256): the same on every replica that
+    /// serves the session (`serve --store`), so audit records and logs of one session agree
+    /// wherever it ran, without spreading the header itself (what a client presents to use
+    /// the session). A stdio session, or a stateless (2026-07-28) one, has an id unique within
+    /// this proxy process.
     pub fn session_id(&self) -> &str {
         &self.session.id
     }

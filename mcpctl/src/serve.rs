@@ -12,7 +12,9 @@
 //!
 //! Replicas (SPEC T8): `--store redis://HOST:PORT[/DB]` keeps sessions, model state and paged
 //! documents in Redis under the project's name, so every replica started with the same store
-//! and project serves every session (README, "Running several replicas").
+//! and project serves every session (README, "Running several replicas"), and shares the
+//! project's configuration: a change applied through one replica reaches the others
+//! (`crate::live::shared`; README, "Sharing configuration between replicas").
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -349,17 +351,30 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         .project
         .clone()
         .unwrap_or_else(|| "adhoc".to_owned());
-    let store_url = args.store.store.clone();
-    // A project's proxy follows changes to the store (`crate::live`).
-    let proxy_args = std::sync::Arc::new(args.proxy);
-    let (proxy, reloader) = crate::live::Reloader::start(proxy_args.clone(), tap)?;
-    let _watch = reloader.clone().and_then(crate::live::watch::start);
-    let admin = admin.map(|admin| admin.with_factory(proxy_args, reloader));
+    let store_url = args.store.store.as_deref().map(store_url).transpose()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    // With a shared store, replicas of a project share its configuration
+    // (`crate::live::shared`): the newest generation is in this replica's store before the
+    // proxy is built from it.
+    let shared_config = match (&store_url, &args.proxy.project) {
+        (Some(url), Some(project)) => {
+            Some(runtime.block_on(take_shared_config(url, project, &Store::from_env()?))?)
+        }
+        _ => None,
+    };
+    // A project's proxy follows changes to the store (`crate::live`).
+    let proxy_args = std::sync::Arc::new(args.proxy);
+    let (proxy, reloader) = crate::live::Reloader::start(proxy_args.clone(), tap)?;
+    let _watch = reloader.clone().and_then(crate::live::watch::start);
+    let sharing = shared_config.zip(reloader.clone());
+    let admin = admin.map(|admin| admin.with_factory(proxy_args, reloader));
     runtime.block_on(async {
+        if let Some((config, reloader)) = sharing {
+            share_config(config, reloader);
+        }
         if let Some(keys) = &issuer_keys {
             // Fail at start, not at the first client, when the issuer cannot be read.
             keys.load().await?;
@@ -391,23 +406,57 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
-/// The shared store `--store URL` names, connected (it must answer now).
-#[cfg(feature = "redis")]
-async fn shared_store(
-    url: &str,
-    namespace: &str,
-) -> anyhow::Result<mcp_middleware::shared_store::SharedStore> {
+/// `--store URL` checked (a `redis://` or `valkey://` URL) and spelled as the `redis` crate
+/// reads it.
+fn store_url(url: &str) -> anyhow::Result<String> {
     if !(url.starts_with("redis://") || url.starts_with("valkey://")) {
         bail!(
             "--store: `{}` is not a redis:// URL",
             mcp_middleware::shared_store::redact(url)
         );
     }
-    let url = url.replacen("valkey://", "redis://", 1);
-    mcp_middleware::shared_store::SharedStore::redis(&url, namespace)
+    Ok(url.replacen("valkey://", "redis://", 1))
+}
+
+/// The shared store `--store URL` names, connected (it must answer now).
+#[cfg(feature = "redis")]
+async fn shared_store(
+    url: &str,
+    namespace: &str,
+) -> anyhow::Result<mcp_middleware::shared_store::SharedStore> {
+    mcp_middleware::shared_store::SharedStore::redis(url, namespace)
         .await
         .context("--store")
 }
+
+/// The project's configuration shared with the other replicas, its newest generation taken
+/// into `store` (`crate::live::shared`).
+#[cfg(feature = "redis")]
+async fn take_shared_config(
+    url: &str,
+    project: &str,
+    store: &Store,
+) -> anyhow::Result<mcp_middleware::shared_store::SharedConfig> {
+    crate::live::shared::take_newest_at_start(url, project, store).await
+}
+
+/// Without the `redis` feature there is no shared store to take a configuration from.
+#[cfg(not(feature = "redis"))]
+async fn take_shared_config(_url: &str, _project: &str, _store: &Store) -> anyhow::Result<()> {
+    bail!("--store needs an mcpctl built with the `redis` feature")
+}
+
+/// Keeps the configuration in step with the other replicas (a task of its own).
+#[cfg(feature = "redis")]
+fn share_config(
+    config: mcp_middleware::shared_store::SharedConfig,
+    reloader: std::sync::Arc<crate::live::Reloader>,
+) {
+    crate::live::shared::start(config, reloader);
+}
+
+#[cfg(not(feature = "redis"))]
+fn share_config((): (), _reloader: std::sync::Arc<crate::live::Reloader>) {}
 
 /// Without the `redis` feature there is no shared store to connect to.
 #[cfg(not(feature = "redis"))]

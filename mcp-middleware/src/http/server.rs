@@ -125,7 +125,12 @@ async fn serve(
 ) {
     let closing = CancellationToken::new();
     let mut connections = JoinSet::new();
-    let idle = registry.options().idle_timeout;
+    let options = registry.options();
+    // A replica's copy of a shared session may idle out sooner than the session itself.
+    let idle = match (&options.shared_store, options.replica_idle_timeout) {
+        (Some(_), Some(replica)) => replica.min(options.idle_timeout),
+        _ => options.idle_timeout,
+    };
     let every = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
     let mut reaper = tokio::time::interval(every);
     reaper.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -35,6 +35,7 @@ use crate::chain::Chain;
 use crate::jsonrpc;
 use crate::project::Project;
 use crate::session::{Ended, Event, Session, SessionOptions};
+use crate::shared_store::fanout::{Fanout, HandshakeChanged};
 use crate::shared_store::sync::{Presence, StateSync};
 use crate::shared_store::{
     HandshakeRecord, Heard, SessionMeta, SharedStore, StoreError, StoredSession,
@@ -300,6 +301,18 @@ impl Registry {
             }
             true
         }));
+        if let Some(fanout) = &store.fanout {
+            let registry = Arc::downgrade(self);
+            fanout.listen(Box::new(move |heard| {
+                let Some(registry) = registry.upgrade() else {
+                    return false;
+                };
+                if let Some(heard) = heard {
+                    registry.take_handshake(heard);
+                }
+                true
+            }));
+        }
         let Some(mut outbox) = self.outbox.lock().ok().and_then(|mut o| o.take()) else {
             return;
         };
@@ -312,6 +325,27 @@ impl Registry {
                 }
             }
         });
+    }
+
+    /// Hands session `heard.session`'s handshake memory, changed by another replica's client,
+    /// to the copy of the session running here, if there is one (`shared_store::fanout`).
+    fn take_handshake(&self, heard: HandshakeChanged) {
+        let Some(handle) = self
+            .stateful
+            .lock()
+            .ok()
+            .and_then(|m| m.get(heard.session.as_str()).cloned())
+        else {
+            return;
+        };
+        if let Err(mpsc::error::TrySendError::Full(event)) =
+            handle.events.try_send(Event::Handshake(heard.handshake))
+        {
+            let events = handle.events.clone();
+            tokio::spawn(async move {
+                let _ = events.send(event).await;
+            });
+        }
     }
 
     /// Drops the local copy of session `id` (ended elsewhere): its upstream stops.
@@ -431,6 +465,10 @@ impl Registry {
                 format!("Bad Gateway: {err}"),
             )
         })?;
+        if !stateless {
+            // Hooks see an id every replica derives alike from the Mcp-Session-Id.
+            session.name(&id);
+        }
         // Stateless sessions stay per replica (their state is keyed by client, not by an id
         // a client carries to another replica).
         let shared = match (&self.store, stateless) {
@@ -493,6 +531,7 @@ impl Registry {
             };
             (sync, handshake, meta)
         });
+        let fanout = self.store.as_ref().and_then(|store| store.fanout.clone());
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -500,7 +539,14 @@ impl Registry {
                     line = lines.recv() => match line {
                         Some(line) => {
                             if let Some((sync, handshake, meta)) = &mut shared {
+                                // A change this replica's client made (one taken from another
+                                // replica does not mark the watch): the other replicas' upstreams
+                                // are told once it is stored.
+                                let changed = handshake.has_changed().unwrap_or(false);
                                 persist(&router, sync, handshake, meta).await;
+                                if changed {
+                                    announce_handshake(fanout.as_deref(), &router.id, &meta.handshake).await;
+                                }
                             }
                             route(&streams, line)
                         }
@@ -691,8 +737,14 @@ async fn persist(
     handshake: &mut tokio::sync::watch::Receiver<HandshakeRecord>,
     meta: &mut SessionMeta,
 ) {
-    if handshake.has_changed().unwrap_or(false) {
-        meta.handshake = handshake.borrow_and_update().clone();
+    {
+        // Also what another replica's client changed (taken in without marking the watch
+        // changed, `Session::take_handshake`): the meta written is never older than the
+        // session's.
+        let current = handshake.borrow_and_update();
+        if *current != meta.handshake {
+            meta.handshake = current.clone();
+        }
     }
     match sync.flush(meta).await {
         Ok(Presence::Live) => {}
@@ -700,6 +752,18 @@ async fn persist(
         Err(err) => {
             tracing::warn!(session = %short(&handle.id), "{err}; the session's changes are written with its next answer")
         }
+    }
+}
+
+/// Tells the other replicas running session `id` its handshake memory is now `handshake`
+/// (`shared_store::fanout`); a store that fails is logged (their upstreams get it at their
+/// next restart, from the stored record).
+async fn announce_handshake(fanout: Option<&dyn Fanout>, id: &str, handshake: &HandshakeRecord) {
+    let Some(fanout) = fanout else {
+        return;
+    };
+    if let Err(err) = fanout.announce(id, handshake).await {
+        tracing::warn!(session = %short(id), "{err}; other replicas' upstreams of the session were not told of its new log level or subscriptions");
     }
 }
 

@@ -171,11 +171,22 @@ macro_rules! for_each_hook {
                 ///
                 /// Runs once per session, outermost model first, before the session's first
                 /// hooked request. Default: nothing. Nothing to short-circuit; an error is logged.
+                ///
+                /// With a shared store (`serve --store`) it runs on the replica that creates the
+                /// session only, not again on a replica that restores it: what it set up in the
+                /// model states comes from the store. Work that must happen on every replica
+                /// serving the session (a process-local resource) belongs in the hook that needs
+                /// it, done on first use and keyed by `ctx.session_id()` (the same on every
+                /// replica); `on_session_end` runs on each replica whose copy of the session
+                /// ends, so it can release it there.
                 SessionStart, on_session_start;
                 /// `on_session_end(ctx) -> HookResult<()>`: the client left.
                 ///
                 /// Runs once, after the session's last request, outermost model first. Default:
-                /// nothing. An error is logged. Does not run if the process is killed.
+                /// nothing. An error is logged. Does not run if the process is killed. With a
+                /// shared store it runs on each replica whose copy of the session ends (idle on
+                /// that replica, ended by `DELETE` anywhere, the replica shutting down), while the
+                /// session may go on elsewhere.
                 SessionEnd, on_session_end;
             }
         }

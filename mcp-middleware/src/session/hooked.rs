@@ -210,7 +210,7 @@ impl Session {
 
     /// Runs `on_session_start` hooks in a task of their own.
     pub(super) fn start_session_hooks(&mut self) {
-        if !self.chain.has(HookId::SessionStart) {
+        if self.started_elsewhere || !self.chain.has(HookId::SessionStart) {
             return;
         }
         let chain = self.chain.clone();

@@ -156,6 +156,9 @@ pub(crate) enum Event {
     /// A stdio client's input ended: it sends nothing more but may still read what it asked
     /// for, so requests in flight are answered first (within `input_closed_grace`).
     InputEnded,
+    /// Another replica's client changed the session's log level or subscriptions (announced
+    /// through the shared store): tell this replica's upstream (`shared`).
+    Handshake(crate::shared_store::HandshakeRecord),
 }
 
 /// A request sent upstream whose answer has not arrived.
@@ -306,6 +309,9 @@ pub(crate) struct Session {
     live: Option<crate::live::Follower>,
     /// Told of every change of `handshake` when a shared store keeps the session (`shared`).
     handshake_tap: Option<tokio::sync::watch::Sender<crate::shared_store::HandshakeRecord>>,
+    /// Set for a session restored from the shared store: its `on_session_start` hooks ran on
+    /// the replica that created it (`shared`).
+    started_elsewhere: bool,
 }
 
 impl Session {
@@ -360,6 +366,7 @@ impl Session {
             malformed_from_upstream: 0,
             dropped_for_backlog: 0,
             handshake_tap: None,
+            started_elsewhere: false,
         })
     }
 
@@ -411,6 +418,7 @@ impl Session {
                         tracing::debug!("the client's input ended; answering what is in flight first");
                         draining = Some(tokio::time::Instant::now() + self.options.input_closed_grace);
                     }
+                    Some(Event::Handshake(record)) => self.take_handshake(record),
                     Some(Event::ClientClosed | Event::InputEnded) | None => break Ended::ClientClosed,
                 },
                 _ = tokio::time::sleep_until(draining.unwrap_or_else(tokio::time::Instant::now)), if draining.is_some() => {

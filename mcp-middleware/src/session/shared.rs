@@ -1,7 +1,12 @@
 //! The seams the shared store (`crate::shared_store`) needs in a session: starting one from a
 //! stored handshake (the upstream is started and the handshake replayed to it, as after a
-//! restart), telling the store when the handshake memory changes, and reaching the session's
-//! model states.
+//! restart), telling the store when the handshake memory changes, taking in a change another
+//! replica's client made (`logging/setLevel`, `resources/subscribe`/`unsubscribe`, sent on to
+//! the upstream this replica runs for the session), naming the session for its hooks, and
+//! reaching the session's model states.
+//!
+//! A restored session does not run `on_session_start` again: the hooks ran on the replica that
+//! created the session, and what they set up in the model states comes from the store.
 
 use std::sync::Arc;
 
@@ -32,6 +37,8 @@ impl Session {
         handshake: HandshakeRecord,
     ) -> Result<Self, crate::error::UpstreamError> {
         let mut session = Self::start(server, options, to_client, chain, project, identity)?;
+        // Its model states come from the store: what the hooks set up there is in them.
+        session.started_elsewhere = true;
         session.handshake.log_level = handshake.log_level;
         session.handshake.subscriptions = handshake.subscriptions;
         let Some(params) = handshake.initialize else {
@@ -62,6 +69,76 @@ impl Session {
             queued: Vec::new(),
         };
         Ok(session)
+    }
+
+    /// Names the session for its hooks ([`Context::session_id`](crate::Context::session_id)):
+    /// the id every replica derives from the HTTP session's `Mcp-Session-Id` (see
+    /// [`stable_id`]), instead of the per-process number a session starts with. Call it
+    /// before [`Session::run`], while nothing else holds the session's scope.
+    pub(crate) fn name(&mut self, mcp_session_id: &str) {
+        match Arc::get_mut(&mut self.scope) {
+            Some(scope) => scope.id = stable_id(mcp_session_id),
+            // Only the session holds its scope before it runs; a scope shared already keeps
+            // its per-process id (logged, never a panic).
+            None => tracing::warn!(
+                "a session was named after it started; its hooks keep its process-local id"
+            ),
+        }
+    }
+
+    /// Takes in the handshake memory another replica's client changed (`record`, announced
+    /// through the store): a new log level and the subscriptions added or removed are sent to
+    /// the upstream this replica runs for the session (their answers are only logged when
+    /// refused), and remembered for the next replay. An upstream being started gets them with
+    /// its replay; one not running gets them when it starts. The `initialize` is not taken
+    /// (this replica replayed the same one). Nothing is announced again, so two replicas never
+    /// echo one change back and forth.
+    pub(crate) fn take_handshake(&mut self, record: HandshakeRecord) {
+        let level = (record.log_level != self.handshake.log_level)
+            .then(|| record.log_level.clone())
+            .flatten();
+        let added: Vec<String> = record
+            .subscriptions
+            .difference(&self.handshake.subscriptions)
+            .cloned()
+            .collect();
+        let removed: Vec<String> = self
+            .handshake
+            .subscriptions
+            .difference(&record.subscriptions)
+            .cloned()
+            .collect();
+        if record.log_level.is_some() {
+            self.handshake.log_level = record.log_level;
+        }
+        self.handshake.subscriptions = record.subscriptions;
+        let current = self.handshake_record();
+        if let Some(tap) = &self.handshake_tap {
+            // Changed without telling the tap's reader: it announces this replica's changes
+            // only.
+            tap.send_if_modified(|seen| {
+                *seen = current;
+                false
+            });
+        }
+        if !matches!(self.upstream, UpstreamState::Up(_)) || self.handshake.initialize.is_none() {
+            return;
+        }
+        if let Some(level) = level {
+            tracing::debug!(
+                "another replica's client set the log level; telling this replica's upstream"
+            );
+            self.send_proxy_request("logging/setLevel", &level);
+        }
+        for (method, uris) in [
+            ("resources/subscribe", added),
+            ("resources/unsubscribe", removed),
+        ] {
+            for uri in uris {
+                let params = serde_json::json!({ "uri": uri }).to_string();
+                self.send_proxy_request(method, &params);
+            }
+        }
     }
 
     /// The session's scope (its model states), for the shared store to save and load.
@@ -98,5 +175,38 @@ impl Session {
             log_level: self.handshake.log_level.clone(),
             subscriptions: self.handshake.subscriptions.clone(),
         }
+    }
+}
+
+/// The id hooks see for the HTTP session whose `Mcp-Session-Id` is `mcp_session_id`: `http-`
+/// and 24 hex digits of the id's SHA-256. Every replica derives the same one, so audit records,
+/// logs and traces of one session agree wherever it was served; it is not the header itself,
+/// which is what a client presents to use the session and must not spread to every model,
+/// audit file and trace.
+pub(crate) fn stable_id(mcp_session_id: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, mcp_session_id.as_bytes());
+    let mut id = String::with_capacity(5 + 24);
+    id.push_str("http-");
+    for byte in &digest.as_ref()[..12] {
+        id.push_str(&format!("{byte:02x}"));
+    }
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stable_id;
+
+    #[test]
+    fn the_stable_id_is_derived_from_the_session_id_and_does_not_contain_it() {
+        let id = "0123456789abcdef0123456789abcdef";
+        assert_eq!(
+            stable_id(id),
+            stable_id(id),
+            "every replica derives the same"
+        );
+        assert_ne!(stable_id(id), stable_id("0123456789abcdef0123456789abcdee"));
+        assert!(stable_id(id).starts_with("http-") && stable_id(id).len() == 29);
+        assert!(!stable_id(id).contains(&id[..8]));
     }
 }

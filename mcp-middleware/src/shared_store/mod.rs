@@ -6,7 +6,10 @@
 //! version), the [`SharedStore`] handle the HTTP front is given, and the backend trait a store
 //! implements ([`redis`](self) behind the `redis` feature). How a live session keeps its model
 //! state in step with the store is in `sync`; the three-way merge that settles two replicas'
-//! concurrent updates of one state is in `merge`.
+//! concurrent updates of one state is in `merge`. Handshake changes a client makes through one
+//! replica reach the upstreams the session runs on the others through `fanout`; the
+//! configuration the replicas share (a project's documents, by generation) is
+//! `SharedConfig` (`config`, behind the `redis` feature).
 //!
 //! What is stored, and what is not:
 //! - the principal the session belongs to (an identity, never a credential: bearer tokens and
@@ -19,6 +22,9 @@
 //! Keys are namespaced per project (`mcpm:{project}:session:{id}`), so one Redis serves several
 //! projects; each key expires after the idle timeout, renewed by every request (a sliding TTL).
 
+#[cfg(feature = "redis")]
+mod config;
+pub(crate) mod fanout;
 mod merge;
 #[cfg(feature = "redis")]
 mod redis;
@@ -32,6 +38,8 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "redis")]
+pub use config::{ConfigGeneration, ConfigNews, Published, SharedConfig};
 pub(crate) use merge::merge;
 
 /// A shared session store: cheap to clone, given to every replica's HTTP front through
@@ -50,6 +58,8 @@ pub(crate) use merge::merge;
 #[derive(Clone)]
 pub struct SharedStore {
     pub(crate) backend: Arc<dyn Backend>,
+    /// Where handshake changes reach the other replicas running the session (`fanout`).
+    pub(crate) fanout: Option<Arc<dyn fanout::Fanout>>,
 }
 
 impl fmt::Debug for SharedStore {
@@ -75,8 +85,10 @@ impl SharedStore {
     #[cfg(feature = "redis")]
     pub async fn redis(url: &str, namespace: &str) -> Result<Self, StoreError> {
         let backend = redis::RedisBackend::connect(url, namespace).await?;
+        let fanout = fanout::RedisFanout::new(url, namespace)?;
         Ok(Self {
             backend: Arc::new(backend),
+            fanout: Some(Arc::new(fanout)),
         })
     }
 

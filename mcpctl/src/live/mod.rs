@@ -15,6 +15,8 @@
 //! Every reload logs one line (target `mcpctl::live`): `live reload (CAUSE): ...` at info when
 //! it took effect or changed nothing, `live reload (CAUSE) refused ...` at error otherwise.
 
+#[cfg(feature = "redis")]
+pub(crate) mod shared;
 pub(crate) mod watch;
 
 use std::collections::BTreeMap;
@@ -90,6 +92,8 @@ pub(crate) struct Reloader {
     /// Held for a whole reload (and the write before it, for `POST /api/apply`), so the store
     /// watch's reload of the same change waits and then finds nothing changed.
     reloading: Mutex<()>,
+    /// Told after every reload that was not refused (`shared`: the replicas' configuration).
+    reloads: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<()>>,
 }
 
 impl std::fmt::Debug for Reloader {
@@ -119,6 +123,7 @@ impl Reloader {
             project,
             known: Mutex::new(Known::default()),
             reloading: Mutex::new(()),
+            reloads: std::sync::OnceLock::new(),
         });
         let proxy = reloader.build()?;
         reloader
@@ -132,6 +137,15 @@ impl Reloader {
     /// The handle the project's proxies follow.
     pub(crate) fn live(&self) -> &Live {
         &self.live
+    }
+
+    /// From now on, every reload that was not refused (it took effect, or found nothing
+    /// changed) is told on the returned channel. Only the first caller is told.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn tell_reloads(&self) -> tokio::sync::mpsc::UnboundedReceiver<()> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let _ = self.reloads.set(tx);
+        rx
     }
 
     /// The store the project lives in.
@@ -198,6 +212,9 @@ impl Reloader {
             }
         }
         tracing::info!("live reload ({cause}): {outcome}");
+        if let Some(reloads) = self.reloads.get() {
+            let _ = reloads.send(());
+        }
         Ok(outcome)
     }
 

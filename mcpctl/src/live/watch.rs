@@ -2,10 +2,14 @@
 //! `mcpctl apply`, `mcpctl edit`, from any process) reloads the running proxy. Events are
 //! debounced (a burst of writes, such as one `apply` of several documents, is one reload), and
 //! only `*.yaml` files of `servers/`, `prompts/` and `projects/` count: the store's temporary
-//! files, its lock and the servers' status files do not.
+//! files, its lock and the servers' status files do not. Nor does reading a file: inotify
+//! reports every open, and the reload itself reads the files, so a file counts as changed only
+//! when its modification time, size or existence differs from what the last look saw (a
+//! `stat`, which reports nothing).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -40,8 +44,33 @@ pub(crate) fn start(reloader: Arc<Reloader>) -> Option<Watch> {
     }
 }
 
+/// What a file looked like: its modification time and size, `None` when it does not exist.
+type Look = Option<(std::time::SystemTime, u64)>;
+
+fn look(path: &Path) -> Look {
+    let metadata = std::fs::metadata(path).ok()?;
+    Some((metadata.modified().ok()?, metadata.len()))
+}
+
+/// Every resource file of the store as it looks now.
+fn look_all(root: &Path) -> BTreeMap<PathBuf, Look> {
+    let mut seen = BTreeMap::new();
+    for dir in WATCHED {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+            continue;
+        };
+        for path in entries.flatten().map(|entry| entry.path()) {
+            if is_resource_file(&path) {
+                seen.insert(path.clone(), look(&path));
+            }
+        }
+    }
+    seen
+}
+
 fn watch(reloader: Arc<Reloader>) -> anyhow::Result<Watch> {
     let root = reloader.store().root().to_owned();
+    let seen = Mutex::new(look_all(&root));
     let on_change = {
         let reloader = reloader.clone();
         move |result: DebounceEventResult| match result {
@@ -53,6 +82,15 @@ fn watch(reloader: Arc<Reloader>) -> anyhow::Result<Watch> {
                     .collect();
                 files.sort();
                 files.dedup();
+                // Only files that changed since the last look (not those merely read).
+                if let Ok(mut seen) = seen.lock() {
+                    files.retain(|path| {
+                        let now = look(path);
+                        let changed = seen.get(path) != Some(&now);
+                        seen.insert(path.clone(), now);
+                        changed
+                    });
+                }
                 if files.is_empty() {
                     return;
                 }

@@ -1,0 +1,182 @@
+//! Handshake changes that must reach every replica running a session's upstream.
+//!
+//! Each replica that serves a session runs that session's upstream. When the client changes
+//! what those upstreams were told (`logging/setLevel`, `resources/subscribe`,
+//! `resources/unsubscribe`) through one replica, that replica's upstream gets the request as
+//! usual, the store's record of the session is written, and then the new handshake memory is
+//! announced here: every other replica holding the session sends its own upstream the log
+//! level and the subscriptions added or removed (`Session::take_handshake`), so a resource
+//! that changes on any replica's upstream reaches the client, and every upstream logs at the
+//! level the client asked for. A replica that restores the session later replays the stored
+//! record instead. The announcement carries the whole record, so taking it twice changes
+//! nothing; a replica ignores its own announcements and does not announce what it took (no
+//! echo between replicas). Two replicas whose clients change the same session's handshake at
+//! the same moment may each end with the other's change: the client's later request settles it.
+//!
+//! With Redis it is one pub/sub channel, `mcpm:{namespace}:handshake`, carrying
+//! `{"session": ID, "handshake": RECORD}`.
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+use super::{HandshakeRecord, StoreError};
+
+/// What one replica announces to the others: session `session`'s handshake memory now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct HandshakeChanged {
+    pub(crate) session: String,
+    pub(crate) handshake: HandshakeRecord,
+    /// The announcing replica (random per process), so it does not take its own announcement
+    /// back after its client changed the handshake again.
+    #[serde(default)]
+    pub(crate) origin: String,
+}
+
+/// Where handshake changes travel between replicas.
+pub(crate) trait Fanout: Send + Sync + 'static {
+    /// Tells every replica session `session`'s handshake memory is now `handshake`.
+    fn announce<'a>(
+        &'a self,
+        session: &'a str,
+        handshake: &'a HandshakeRecord,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Calls `on_heard` with every other replica's announcement, until it returns `false`; a broken connection is made again, after asking `on_heard(None)`
+    /// whether to go on.
+    fn listen(&self, on_heard: Box<dyn Fn(Option<HandshakeChanged>) -> bool + Send + Sync>);
+}
+
+#[cfg(feature = "redis")]
+pub(crate) use self::redis::RedisFanout;
+
+#[cfg(feature = "redis")]
+mod redis {
+    use std::time::Duration;
+
+    use futures_util::future::BoxFuture;
+    use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+    use super::{Fanout, HandshakeChanged};
+    use crate::shared_store::{HandshakeRecord, StoreError, redact};
+
+    /// How long one announcement may take before it is given up (logged).
+    const OP_TIMEOUT: Duration = Duration::from_secs(1);
+
+    /// The Redis pub/sub channel of one project's handshake changes.
+    pub(crate) struct RedisFanout {
+        describe: String,
+        channel: String,
+        client: ::redis::Client,
+        connection: ConnectionManager,
+        /// This replica, in its announcements.
+        origin: String,
+    }
+
+    impl RedisFanout {
+        /// A fanout on the Redis at `url` for `namespace` (connected lazily: the store's own
+        /// connection has checked that it answers).
+        pub(crate) fn new(url: &str, namespace: &str) -> Result<Self, StoreError> {
+            let describe = redact(url);
+            let config_error = |reason: String| StoreError::Config {
+                store: describe.clone(),
+                reason,
+            };
+            let client = ::redis::Client::open(url).map_err(|err| config_error(err.to_string()))?;
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(OP_TIMEOUT))
+                .set_response_timeout(Some(OP_TIMEOUT))
+                .set_number_of_retries(1)
+                .set_max_delay(Duration::from_millis(500));
+            let connection = ConnectionManager::new_lazy_with_config(client.clone(), config)
+                .map_err(|err| config_error(err.to_string()))?;
+            let mut random = [0u8; 8];
+            getrandom::fill(&mut random).map_err(|err| config_error(err.to_string()))?;
+            Ok(Self {
+                origin: random.iter().map(|b| format!("{b:02x}")).collect(),
+                channel: format!("mcpm:{namespace}:handshake"),
+                describe,
+                client,
+                connection,
+            })
+        }
+    }
+
+    impl Fanout for RedisFanout {
+        fn announce<'a>(
+            &'a self,
+            session: &'a str,
+            handshake: &'a HandshakeRecord,
+        ) -> BoxFuture<'a, Result<(), StoreError>> {
+            Box::pin(async move {
+                let unavailable = |reason: String| StoreError::Unavailable {
+                    store: self.describe.clone(),
+                    reason,
+                };
+                let payload = serde_json::to_string(&HandshakeChanged {
+                    session: session.to_owned(),
+                    handshake: handshake.clone(),
+                    origin: self.origin.clone(),
+                })
+                .map_err(|err| unavailable(err.to_string()))?;
+                let mut connection = self.connection.clone();
+                let mut publish = ::redis::cmd("PUBLISH");
+                publish.arg(&self.channel).arg(payload);
+                let sent = publish.query_async::<i64>(&mut connection);
+                match tokio::time::timeout(OP_TIMEOUT, sent).await {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(err)) => Err(unavailable(err.to_string())),
+                    Err(_) => Err(unavailable(format!(
+                        "no answer within {} ms",
+                        OP_TIMEOUT.as_millis()
+                    ))),
+                }
+            })
+        }
+
+        fn listen(&self, on_heard: Box<dyn Fn(Option<HandshakeChanged>) -> bool + Send + Sync>) {
+            let client = self.client.clone();
+            let channel = self.channel.clone();
+            let describe = self.describe.clone();
+            let origin = self.origin.clone();
+            tokio::spawn(async move {
+                use futures_util::StreamExt;
+                loop {
+                    match client.get_async_pubsub().await {
+                        Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
+                            Ok(()) => {
+                                let mut messages = pubsub.on_message();
+                                while let Some(message) = messages.next().await {
+                                    let Ok(payload) = message.get_payload::<String>() else {
+                                        continue;
+                                    };
+                                    match serde_json::from_str::<HandshakeChanged>(&payload) {
+                                        Ok(heard) if heard.origin == origin => {}
+                                        Ok(heard) => {
+                                            if !on_heard(Some(heard)) {
+                                                return;
+                                            }
+                                        }
+                                        Err(err) => tracing::warn!(
+                                            store = %describe,
+                                            %err,
+                                            "an unreadable handshake announcement was ignored"
+                                        ),
+                                    }
+                                }
+                            }
+                            Err(err) => {
+                                tracing::debug!(store = %describe, %err, "cannot subscribe to handshake changes")
+                            }
+                        },
+                        Err(err) => {
+                            tracing::debug!(store = %describe, %err, "cannot listen for handshake changes")
+                        }
+                    }
+                    if !on_heard(None) {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            });
+        }
+    }
+}
