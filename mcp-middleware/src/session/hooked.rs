@@ -23,6 +23,7 @@ use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::bridge::ClientEra;
+use super::client_end::{Answer, error_line};
 use super::{Pending, Session, UpstreamRequest, UpstreamState};
 use crate::context::{Context, LoopCall, RawOutcome};
 use crate::exchange::{IdMap, Waiting};
@@ -54,6 +55,25 @@ impl Hooked {
         self.calls.by_peer(client_id).is_some()
     }
 
+    /// Forgets the hooked request the client knows as `client_id` if its task already answered
+    /// the client (its [`LoopCall::Answered`] may still be on its way): the client may reuse
+    /// the id as soon as it has the answer.
+    pub(super) fn settle(&mut self, client_id: &str) {
+        if let Some(call) = self.calls.by_peer(client_id)
+            && self.calls.get(call).is_some_and(|c| c.answer.by_task())
+        {
+            self.calls.remove(call);
+        }
+    }
+
+    /// Whether a hooked request still owes the client its answer (one suspended in an input
+    /// round waits for the client instead).
+    pub(super) fn answering(&self) -> bool {
+        self.calls
+            .values()
+            .any(|c| !c.suspended && !c.answer.by_task())
+    }
+
     /// The id the client knows hooked call `call` by, while it runs.
     pub(super) fn client_id_of(&self, call: u64) -> Option<Box<str>> {
         self.calls.get(call).map(|c| c.client_id.clone())
@@ -78,6 +98,10 @@ impl Hooked {
     /// already suspended.
     pub(super) fn suspend(&mut self, call: u64) -> Option<Box<str>> {
         if self.calls.get(call).is_none_or(|c| c.suspended) {
+            return None;
+        }
+        // From now on the loop answers (after the client's retry), never the task itself.
+        if !self.calls.get(call).is_some_and(|c| c.answer.take_for_loop()) {
             return None;
         }
         // Out and back in: the id map indexes a call by its client id only while it is not
@@ -108,6 +132,7 @@ impl Hooked {
     /// Stops hooked call `call` without answering anyone (its client is gone).
     pub(super) fn discard(&mut self, call: u64) {
         if let Some(call) = self.remove(call) {
+            call.answer.take_for_loop();
             call.cancel.cancel();
             call.task.abort();
         }
@@ -141,6 +166,8 @@ struct HookedCall {
     /// Answered with an input round and waiting for the client's retry (`hook_rounds`): no
     /// client request is waiting for it, so nothing may be sent under `client_id`.
     suspended: bool,
+    /// Who answers the client: the loop, or the task itself (`client_end`).
+    answer: Answer,
 }
 
 impl Waiting for HookedCall {
@@ -196,13 +223,6 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("no message")
 }
 
-fn error_line(id: &str, error: &ErrorData) -> String {
-    match serde_json::to_string(error) {
-        Ok(error) => jsonrpc::error_response(id, &error),
-        Err(_) => jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, &error.message),
-    }
-}
-
 impl Session {
     fn context(&self, cancel: CancellationToken) -> Context {
         Context::new(self.scope.clone(), 0, cancel)
@@ -226,6 +246,7 @@ impl Session {
     /// The client left: cancel what is still running and run `on_session_end` hooks.
     pub(super) async fn end_session(&mut self) {
         for (_, call) in self.hooks.calls.drain() {
+            call.answer.take_for_loop();
             call.cancel.cancel();
             call.task.abort();
         }
@@ -271,6 +292,10 @@ impl Session {
         let ctx = Context::new(self.scope.clone(), call, cancel.clone());
         let chain = self.chain.clone();
         let calls = self.scope.link.calls.clone();
+        let client_end = self.scope.link.client.clone();
+        let answer = Answer::default();
+        let task_answer = answer.clone();
+        let client_id: Box<str> = id.into();
         let task_ctx = ctx.clone();
         let (task_method, task_params) = (method.to_owned(), params.map(str::to_owned));
         let task = tokio::spawn(async move {
@@ -293,7 +318,15 @@ impl Session {
                 || task_ctx.take_listed(),
                 task_ctx.identity(),
             );
-            let _ = calls.send(LoopCall::Finished { call, outcome });
+            // Straight to the client when the session allows it; through the loop otherwise.
+            match client_end.finish(&task_answer, &client_id, outcome) {
+                Ok(()) => {
+                    let _ = calls.send(LoopCall::Answered { call });
+                }
+                Err(outcome) => {
+                    let _ = calls.send(LoopCall::Finished { call, outcome });
+                }
+            }
         });
         self.hooks.calls.insert(
             call,
@@ -311,6 +344,7 @@ impl Session {
                 cancel,
                 task: task.abort_handle(),
                 suspended: false,
+                answer,
             },
         );
     }
@@ -347,6 +381,7 @@ impl Session {
         let Some((_, call)) = self.hooks.calls.remove_by_peer(client_id) else {
             return false;
         };
+        call.answer.take_for_loop();
         call.cancel.cancel();
         call.task.abort();
         self.observe(
@@ -380,6 +415,10 @@ impl Session {
         // A suspended call waits for the client, not the upstream: it has no deadline here;
         // its input round's lifetime bounds it (`hook_rounds`).
         for (_, call) in self.hooks.calls.expired(now) {
+            if !call.answer.take_for_loop() {
+                // Its task answered the client just now.
+                continue;
+            }
             call.cancel.cancel();
             call.task.abort();
             let message = format!(
@@ -568,6 +607,9 @@ impl Session {
                 ));
             }
             LoopCall::Finished { call, outcome } => self.finish_hooked(call, outcome),
+            LoopCall::Answered { call } => {
+                self.hooks.remove(call);
+            }
             LoopCall::Ask {
                 call,
                 ask,

@@ -19,7 +19,7 @@ impl Session {
         let link = match self.server.spawn(
             self.generation,
             self.options.max_message_bytes,
-            self.upstream_events.clone(),
+            self.outlet(),
         ) {
             Ok(link) => link,
             Err(err) => {

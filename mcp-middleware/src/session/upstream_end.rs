@@ -26,7 +26,8 @@ use tokio::sync::oneshot;
 use crate::exchange::{IdMap, IdSource, Waiting, swap_progress_token_in};
 
 use crate::context::RawOutcome;
-use crate::jsonrpc;
+use crate::jsonrpc::{self, Message};
+use crate::upstream::AnswerTap;
 use crate::transport::queue::LineQueue;
 
 /// A request a hook wrote to the upstream itself, waiting for its answer.
@@ -229,6 +230,37 @@ impl UpstreamEnd {
     }
 }
 
+/// The upstream's reader hands the answers to requests written here straight to their hook
+/// tasks ([`crate::upstream::Outlet`] says when it may).
+impl AnswerTap for UpstreamEnd {
+    fn take_answer(&self, line: String) -> Result<(), String> {
+        if self.lock().waiting.is_empty() {
+            return Err(line);
+        }
+        // The envelope is read outside the lock: an answer can be megabytes.
+        let (uid, outcome) = match Message::parse(&line) {
+            Ok(Message::Result { id, result }) => (id, Ok(result)),
+            Ok(Message::Error {
+                id: Some(id),
+                error,
+            }) => (id, Err(error)),
+            _ => return Err(line),
+        };
+        let Some(waiter) = uid
+            .parse::<u64>()
+            .ok()
+            .and_then(|uid| self.lock().waiting.remove(uid))
+        else {
+            return Err(line);
+        };
+        let _ = waiter.reply.send(match outcome {
+            Ok(result) => Ok(result.to_owned()),
+            Err(error) => Err(crate::dispatch::error_data(error)),
+        });
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,5 +365,39 @@ mod tests {
         assert_eq!(failed, vec![c]);
         assert!(a < b && b < c);
         assert!(end.send(4, "tools/call", None).is_err());
+    }
+
+    #[test]
+    fn the_reader_hands_an_answer_to_its_waiter_and_gives_back_every_other_line() {
+        let (end, _rx) = end_with_writer();
+        let no_waiter = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#.to_owned();
+        assert_eq!(end.take_answer(no_waiter.clone()), Err(no_waiter));
+
+        let (uid, mut answer) = end.send(1, "tools/call", None).unwrap();
+        let (other, mut other_answer) = end.send(2, "tools/list", None).unwrap();
+        for line in [
+            // A request from the upstream may carry the same number.
+            format!(r#"{{"jsonrpc":"2.0","id":{uid},"method":"sampling/createMessage"}}"#),
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":"x","result":{}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":999,"result":{}}"#.to_owned(),
+            "not json".to_owned(),
+        ] {
+            assert_eq!(end.take_answer(line.clone()), Err(line));
+        }
+        assert!(answer.try_recv().is_err());
+
+        // Members in any order (a TypeScript server writes the result first).
+        let result = format!(r#"{{"result":{{"content":[]}},"jsonrpc":"2.0","id":{uid}}}"#);
+        assert_eq!(end.take_answer(result), Ok(()));
+        assert_eq!(answer.try_recv().unwrap().unwrap(), r#"{"content":[]}"#);
+
+        let error = format!(
+            r#"{{"jsonrpc":"2.0","id":{other},"error":{{"code":-32602,"message":"bad"}}}}"#
+        );
+        assert_eq!(end.take_answer(error), Ok(()));
+        let error = other_answer.try_recv().unwrap().unwrap_err();
+        assert_eq!((error.code.0, &*error.message), (-32602, "bad"));
+        assert!(!end.any_waiting(), "both waiters are gone");
     }
 }

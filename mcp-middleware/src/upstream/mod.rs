@@ -9,6 +9,7 @@ mod environment;
 pub mod era_probe;
 pub(crate) mod http;
 mod link;
+mod outlet;
 mod parent_death;
 mod reverse_bridge;
 mod set;
@@ -20,8 +21,6 @@ pub(crate) mod token_exchange;
 
 use std::fmt;
 
-use tokio::sync::mpsc;
-
 pub use env_refs::env_references;
 /// For other `${env:VAR}` settings resolved in the proxy (the LLM endpoint's key).
 pub(crate) use env_refs::resolve as resolve_env_refs;
@@ -29,6 +28,7 @@ pub use environment::{DEFAULT_INHERITED, EnvPolicy};
 pub use era_probe::{Era, EraRecord, EraSeen, read_era_file};
 pub use http::HttpUpstream;
 pub(crate) use link::UpstreamLink;
+pub(crate) use outlet::{AnswerTap, Order, Outlet};
 pub use set::ServerSet;
 pub use stdio::{StdioServer, UpstreamEvent};
 pub use token_exchange::TokenExchange;
@@ -48,32 +48,30 @@ pub enum Upstream {
 }
 
 impl Upstream {
-    pub(crate) fn spawn<E>(
+    /// Starts the upstream; what it reads goes to `outlet`.
+    pub(crate) fn spawn(
         &self,
         generation: u64,
         max_line: usize,
-        events: mpsc::Sender<E>,
-    ) -> Result<UpstreamLink, UpstreamError>
-    where
-        E: From<UpstreamEvent> + Send + 'static,
-    {
+        outlet: Outlet,
+    ) -> Result<UpstreamLink, UpstreamError> {
         // Each server goes through the era adapter (the reverse bridge), per start.
         match self {
             Upstream::Stdio(server) => reverse_bridge::connect(
                 server.to_string(),
                 server.era_record_of().cloned(),
                 generation,
-                events,
+                outlet,
                 |tx| server.spawn(generation, max_line, tx),
             ),
             Upstream::Http(server) => reverse_bridge::connect(
                 server.to_string(),
                 server.era_record_of().cloned(),
                 generation,
-                events,
+                outlet,
                 |tx| server.spawn(generation, max_line, tx),
             ),
-            Upstream::Set(set) => set.spawn(generation, max_line, events),
+            Upstream::Set(set) => set.spawn(generation, max_line, outlet),
         }
     }
 

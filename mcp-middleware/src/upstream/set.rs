@@ -170,15 +170,12 @@ impl ServerSet {
             && self.page_size == next.page_size
     }
 
-    pub(crate) fn spawn<E>(
+    pub(crate) fn spawn(
         &self,
         generation: u64,
         max_line: usize,
-        events: mpsc::Sender<E>,
-    ) -> Result<UpstreamLink, UpstreamError>
-    where
-        E: From<UpstreamEvent> + Send + 'static,
-    {
+        events: super::Outlet,
+    ) -> Result<UpstreamLink, UpstreamError> {
         let cursors = CursorKey::generate().map_err(|_| UpstreamError::Spawn {
             server: self.to_string(),
             cause: std::io::Error::other("no randomness for the key that seals list cursors"),
@@ -192,7 +189,7 @@ impl ServerSet {
             generation,
             up: Box::new(move |event| {
                 let events = events.clone();
-                Box::pin(async move { events.send(E::from(event)).await.is_ok() })
+                Box::pin(async move { events.send(event).await })
             }),
             from_children,
             children: Vec::new(),
@@ -387,7 +384,7 @@ impl Merger {
         let (name, server) = (&child.name, &child.server);
         let generation = child.generation + 1;
         let (tx, mut rx) = mpsc::channel::<UpstreamEvent>(64);
-        let (link, down) = match server.spawn(generation, self.max_line, tx) {
+        let (link, down) = match server.spawn(generation, self.max_line, super::Outlet::new(tx)) {
             Ok(link) => {
                 let forward = self.from_children.clone();
                 tokio::spawn(async move {
