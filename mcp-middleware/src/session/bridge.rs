@@ -171,7 +171,7 @@ impl Session {
         let uid = self.next_upstream_id();
         self.pending
             .insert(uid, Pending::Proxy(ProxyRequest::Probe { request_params }));
-        self.hold_client(line.to_owned());
+        self.hold_client(uid, line.to_owned());
         self.send_upstream(jsonrpc::request(
             itoa::Buffer::new().format(uid),
             "server/discover",

@@ -7,7 +7,9 @@
 //! chain's upstream end (`upstream_end`) while the session allows it; otherwise they come back
 //! to the loop as [`LoopCall::Upstream`], which travel like client requests (ids, progress,
 //! restarts, timeouts).
-//! When the task finishes, its answer goes to the client under the client's id. Cancelling the
+//! When the task finishes, its answer goes to the client under the client's id: written by the
+//! task itself while the session allows it (`client_end`), else through the loop
+//! ([`LoopCall::Finished`]). Cancelling the
 //! client's request cancels the task's token and drops its futures; each upstream request the
 //! task still awaited is then cancelled upstream.
 

@@ -26,7 +26,10 @@
 //! Request ids in both directions and the handshake memory are [`crate::exchange`]'s (the HTTP
 //! front, the chain's upstream end and a `ServerSet` use the same types). Beside this file, one
 //! part each: `hooked` runs the chain's tasks; `upstream_end`
-//! lets those tasks write to the upstream themselves; `lifecycle` starts a dead upstream again
+//! lets those tasks write to the upstream themselves and get its answers straight from the
+//! upstream's reader; `client_end` lets them write their final answers to the client
+//! themselves (a hooked call crosses 5 tasks or channels on stdio, see `upstream_end`);
+//! `lifecycle` starts a dead upstream again
 //! and replays the handshake to it; `bridge` translates when a 2026-07-28 client meets a
 //! handshake-only upstream. When both sides speak the same era nothing is translated. Which
 //! path a request takes (refused, raw, hooks) is the chain's outermost step
@@ -72,7 +75,7 @@ use crate::project::Project;
 use crate::transport::Frame;
 use crate::transport::outbound::Belongs;
 use crate::transport::queue::LineQueue;
-use crate::upstream::{Order, Outlet, Upstream, UpstreamEvent, UpstreamLink};
+use crate::upstream::{Order, Outlet, Replay, Upstream, UpstreamEvent, UpstreamLink};
 
 /// Settings of a proxy session.
 #[derive(Debug, Clone)]
@@ -263,10 +266,12 @@ impl Waiting for UpstreamRequest {
 enum UpstreamState {
     /// Not running: the next request starts it.
     Down { reason: String },
-    /// Restarted; the handshake is being replayed and client messages wait in `queued`.
+    /// Restarted, the handshake being replayed, or the era being probed: client messages wait
+    /// in `queued` for that answer ([`Replay`], the one restart mechanism, which a `ServerSet`
+    /// uses per server).
     Starting {
         link: UpstreamLink,
-        queued: Vec<String>,
+        queued: Replay<String>,
     },
     /// Running.
     Up(UpstreamLink),
@@ -664,7 +669,7 @@ impl Session {
 
     pub(super) fn on_client_line(&mut self, line: String) {
         if let UpstreamState::Starting { queued, .. } = &mut self.upstream {
-            queued.push(line);
+            queued.hold(line);
             return;
         }
         let message = match Message::parse_validated(&line) {
@@ -757,7 +762,7 @@ impl Session {
             return;
         }
         if let UpstreamState::Starting { queued, .. } = &mut self.upstream {
-            queued.push(line.to_owned());
+            queued.hold(line.to_owned());
             return;
         }
         if let Some(queued) = self.upstream_backlog() {
@@ -955,7 +960,7 @@ impl Session {
         };
         match &mut self.upstream {
             UpstreamState::Up(link) => link.send(out),
-            UpstreamState::Starting { queued, .. } => queued.push(out),
+            UpstreamState::Starting { queued, .. } => queued.hold(out),
             UpstreamState::Down { .. } => {
                 tracing::debug!(
                     method,

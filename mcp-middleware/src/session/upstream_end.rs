@@ -1,22 +1,32 @@
 //! The chain's upstream end: a handle through which a hook task (`next.run()`,
-//! `ctx.upstream()`) writes its request to the upstream itself and awaits the answer, without a
-//! round trip through the session loop.
+//! `ctx.upstream()`) writes its request to the upstream itself and gets the answer back, without
+//! a round trip through the session loop.
 //!
 //! The handle shares two things with the loop: the queue to the upstream's writer, present only
 //! while the session is in a state where a hook's request needs nothing of the loop (the
 //! upstream is up, no handshake is being replayed, the client's era is settled and not bridged),
-//! and the requests sent that way, by upstream id. The loop still reads every upstream line: it
-//! finds an answer's waiter here ([`UpstreamEnd::take`]), resets a waiter's deadline on progress,
-//! times waiters out and fails them when the upstream dies. When the writer is absent (a
-//! restart, a probe, a bridged client, a backlog) or the method changes what a restart must
-//! replay, [`UpstreamEnd::send`] declines and the request goes through the loop as before.
+//! and the requests sent that way, by upstream id. The answer comes back the same way: the
+//! upstream's reader hands it to its waiter here ([`AnswerTap`], through the connection's
+//! [`Outlet`](crate::upstream::Outlet)) once the loop has handled whatever the upstream sent
+//! before it, and gives it to the loop otherwise, which then finds the waiter here
+//! ([`UpstreamEnd::take`]). The loop still resets a waiter's deadline on progress, times
+//! waiters out and fails them when the upstream dies. When the writer is absent (a restart, a
+//! probe, a bridged client, a backlog) or the method changes what a restart must replay,
+//! [`UpstreamEnd::send`] declines and the request goes through the loop as before.
 //!
-//! The path of a hooked `tools/call` on stdio, counted in task or channel crossings: before,
-//! client reader -> loop -> hook task -> `LoopCall::Upstream` -> loop -> upstream writer ...
-//! upstream reader -> loop -> oneshot -> task -> `LoopCall::Finished` -> loop -> client writer
-//! (8, of which 4 per `next`); now the task writes to the upstream writer's queue itself (7, of
-//! which 3 per `next`), and the loop no longer checks the upstream's state and backlog twice.
-//! The answer still comes through the loop, which reads every upstream line once.
+//! The path of a hooked `tools/call` on stdio, counted in task or channel crossings (the
+//! era adapter between a connection and its session, `upstream/reverse_bridge`, not counted):
+//! - first: client reader -> loop -> hook task -> `LoopCall::Upstream` -> loop -> upstream
+//!   writer ... upstream reader -> loop -> oneshot -> task -> `LoopCall::Finished` -> loop ->
+//!   client writer (8, of which 4 per `next`);
+//! - then the task wrote to the upstream writer's queue itself (7, of which 3 per `next`);
+//! - now the upstream's reader also hands the answer to the task's oneshot itself, and the task
+//!   writes its final answer to the client writer's queue itself (`client_end`): client reader
+//!   -> loop -> hook task -> upstream writer ... upstream reader -> oneshot -> task -> client
+//!   writer (5, of which 2 per `next`; on HTTP the front's request task adds one: 6, from 8).
+//!
+//! The loop is still told afterwards (`LoopCall::Answered`, off the answer's way) so it forgets
+//! the call.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
