@@ -160,7 +160,10 @@ mod tests {
         end.set_open(true);
         let answer = Answer::default();
         assert!(answer.take_for_loop());
-        assert!(answer.take_for_loop(), "taking it twice is still the loop's");
+        assert!(
+            answer.take_for_loop(),
+            "taking it twice is still the loop's"
+        );
         let error = ErrorData::internal_error("late", None);
         assert!(end.finish(&answer, "1", Err(error)).is_err());
         assert!(rx.try_recv().is_err());

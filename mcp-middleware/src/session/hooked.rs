@@ -103,7 +103,11 @@ impl Hooked {
             return None;
         }
         // From now on the loop answers (after the client's retry), never the task itself.
-        if !self.calls.get(call).is_some_and(|c| c.answer.take_for_loop()) {
+        if !self
+            .calls
+            .get(call)
+            .is_some_and(|c| c.answer.take_for_loop())
+        {
             return None;
         }
         // Out and back in: the id map indexes a call by its client id only while it is not

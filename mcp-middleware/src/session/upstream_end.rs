@@ -37,8 +37,8 @@ use crate::exchange::{IdMap, IdSource, Waiting, swap_progress_token_in};
 
 use crate::context::RawOutcome;
 use crate::jsonrpc::{self, Message};
-use crate::upstream::AnswerTap;
 use crate::transport::queue::LineQueue;
+use crate::upstream::AnswerTap;
 
 /// A request a hook wrote to the upstream itself, waiting for its answer.
 #[derive(Debug)]

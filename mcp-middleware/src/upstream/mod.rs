@@ -2,8 +2,11 @@
 //!
 //! An upstream is a child process on stdio ([`StdioServer`]), a server over streamable HTTP
 //! ([`HttpUpstream`]), or several of these served as one ([`ServerSet`]); [`Upstream`] is any
-//! of them.
+//! of them. The session talks to each through one trait (`connect.rs`): it starts a
+//! connection, sends it lines through the running link, gets what it reads through an outlet
+//! (`outlet.rs`), and starts it again with the handshake replayed (`replay.rs`).
 
+mod connect;
 mod env_refs;
 mod environment;
 pub mod era_probe;
@@ -35,8 +38,6 @@ pub use set::ServerSet;
 pub use stdio::{StdioServer, UpstreamEvent};
 pub use token_exchange::TokenExchange;
 
-use crate::error::UpstreamError;
-
 /// What a proxy talks to: one server, or several served as one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -50,33 +51,6 @@ pub enum Upstream {
 }
 
 impl Upstream {
-    /// Starts the upstream; what it reads goes to `outlet`.
-    pub(crate) fn spawn(
-        &self,
-        generation: u64,
-        max_line: usize,
-        outlet: Outlet,
-    ) -> Result<UpstreamLink, UpstreamError> {
-        // Each server goes through the era adapter (the reverse bridge), per start.
-        match self {
-            Upstream::Stdio(server) => reverse_bridge::connect(
-                server.to_string(),
-                server.era_record_of().cloned(),
-                generation,
-                outlet,
-                |tx| server.spawn(generation, max_line, tx),
-            ),
-            Upstream::Http(server) => reverse_bridge::connect(
-                server.to_string(),
-                server.era_record_of().cloned(),
-                generation,
-                outlet,
-                |tx| server.spawn(generation, max_line, tx),
-            ),
-            Upstream::Set(set) => set.spawn(generation, max_line, outlet),
-        }
-    }
-
     /// Records the era this server is seen speaking in `record` (each time it is connected).
     /// A set records per server through its own servers' records; for it this does nothing.
     ///
