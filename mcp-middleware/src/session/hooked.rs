@@ -772,3 +772,104 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::auth::Identity;
+    use crate::chain::Chain;
+    use crate::context::{SessionLink, SessionScope};
+    use crate::session::{ClientEnd, UpstreamEnd};
+    use crate::transport::queue::LineQueue;
+
+    /// A running call the client knows as `client_id`, with a task that never ends.
+    fn call(client_id: &str) -> HookedCall {
+        let (calls, _) = tokio::sync::mpsc::unbounded_channel();
+        let (to_client, _) = LineQueue::new(1024);
+        let scope = Arc::new(SessionScope::new(
+            "test".into(),
+            Identity::local_user(),
+            Arc::new(Chain::empty()),
+            SessionLink {
+                calls,
+                to_client: to_client.clone(),
+                upstream: UpstreamEnd::new(None, 1024),
+                client: ClientEnd::new(to_client),
+            },
+            None,
+        ));
+        let cancel = CancellationToken::new();
+        HookedCall {
+            client_id: client_id.into(),
+            method: "tools/call".into(),
+            subject: Subject::default(),
+            started: Instant::now(),
+            deadline: None,
+            ctx: Context::new(scope, 1, cancel.clone()),
+            cancel,
+            task: tokio::spawn(std::future::pending::<()>()).abort_handle(),
+            suspended: false,
+            answer: Answer::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_its_task_answered_frees_its_id_at_once_and_owes_nothing() {
+        let mut hooked = Hooked::default();
+        let running = call("1");
+        let answer = running.answer.clone();
+        let key = hooked.calls.allocate(running);
+        assert!(hooked.in_flight("1") && hooked.answering());
+
+        hooked.settle("1");
+        assert!(hooked.in_flight("1"), "still running: the id stays taken");
+
+        // The task answered the client itself; its `Answered` is still on the way.
+        let (queue, _rx) = LineQueue::new(1024);
+        let end = ClientEnd::new(queue);
+        end.set_open(true);
+        end.finish(&answer, "1", Ok("{}".into())).unwrap();
+        assert!(!hooked.answering(), "nothing more is owed to the client");
+        hooked.settle("1");
+        assert!(!hooked.in_flight("1"), "the client may reuse the id");
+        assert!(
+            hooked.remove(key).is_none(),
+            "the late `Answered` finds nothing"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_suspended_call_is_answered_by_the_loop_never_by_its_task() {
+        let mut hooked = Hooked::default();
+        let running = call("7");
+        let answer = running.answer.clone();
+        let key = hooked.calls.allocate(running);
+        assert_eq!(hooked.suspend(key).as_deref(), Some("7"));
+        assert!(!hooked.in_flight("7"), "a suspended call has no client id");
+        assert!(!hooked.answering(), "it waits for the client's retry");
+
+        let (queue, mut rx) = LineQueue::new(1024);
+        let end = ClientEnd::new(queue);
+        end.set_open(true);
+        assert!(end.finish(&answer, "7", Ok("{}".into())).is_err());
+        assert!(rx.try_recv().is_err(), "the loop answers after the retry");
+
+        assert!(hooked.resume(key, "8", None));
+        assert!(hooked.in_flight("8") && hooked.answering());
+    }
+
+    #[tokio::test]
+    async fn a_call_whose_task_answered_first_cannot_be_suspended() {
+        let mut hooked = Hooked::default();
+        let running = call("2");
+        let answer = running.answer.clone();
+        let key = hooked.calls.allocate(running);
+        let (queue, _rx) = LineQueue::new(1024);
+        let end = ClientEnd::new(queue);
+        end.set_open(true);
+        end.finish(&answer, "2", Ok("{}".into())).unwrap();
+        assert_eq!(hooked.suspend(key), None);
+    }
+}
