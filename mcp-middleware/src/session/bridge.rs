@@ -688,7 +688,10 @@ mod tests {
         assert!(!bridged.wants_log(None, &pending));
 
         bridged.request_done(5);
-        assert!(!bridged.wants_log(error, &pending), "answered: no more logs");
+        assert!(
+            !bridged.wants_log(error, &pending),
+            "answered: no more logs"
+        );
 
         bridged.log_levels.insert(6, 0);
         bridged.clear_requests();
