@@ -61,6 +61,9 @@ pub(crate) enum LoopCall {
     },
     /// A hooked client request finished.
     Finished { call: u64, outcome: RawOutcome },
+    /// A hooked client request finished and its task answered the client itself
+    /// (`session/client_end.rs`): the loop only forgets it.
+    Answered { call: u64 },
     /// Ask the client something on behalf of hooked request `call` (`ctx.llm()`'s sampling):
     /// a real request to a client that can receive one, else an input round of `call`
     /// (2026-07-28). `ask` names the question for [`LoopCall::AskDone`].
@@ -90,6 +93,8 @@ pub(crate) struct SessionLink {
     pub(crate) to_client: crate::transport::queue::LineQueue,
     /// The chain's upstream end: requests hooks write to the upstream themselves.
     pub(crate) upstream: crate::session::UpstreamEnd,
+    /// The hooked calls' way back: final answers their tasks write to the client themselves.
+    pub(crate) client: crate::session::ClientEnd,
 }
 
 /// What the session learned from the client's `initialize` (or 2026-07-28 envelope).

@@ -2,9 +2,9 @@
 //! again (the accepted `initialize`, `notifications/initialized`, the log level, the resource
 //! subscriptions), and the one replay built from it.
 //!
-//! Both restarts use it: the session's (`session/lifecycle.rs`, one upstream) and a `ServerSet`'s
-//! merger (per server of the set). It is plain data (serde), so a shared store can keep it
-//! beside the session it belongs to.
+//! The one restart mechanism (`upstream/replay.rs`) replays it, for the session's upstream
+//! (`session/lifecycle.rs`) and for each server of a `ServerSet` (its merger, per slot). It is
+//! plain data (serde), so a shared store can keep it beside the session it belongs to.
 
 use std::collections::BTreeSet;
 

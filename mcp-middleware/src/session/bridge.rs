@@ -171,7 +171,7 @@ impl Session {
         let uid = self.next_upstream_id();
         self.pending
             .insert(uid, Pending::Proxy(ProxyRequest::Probe { request_params }));
-        self.hold_client(line.to_owned());
+        self.hold_client(uid, line.to_owned());
         self.send_upstream(jsonrpc::request(
             itoa::Buffer::new().format(uid),
             "server/discover",
@@ -652,5 +652,57 @@ impl Session {
                 })
                 .collect(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending_request() -> Pending {
+        Pending::Client {
+            id: "1".into(),
+            method: "tools/call".into(),
+            progress_token: None,
+            deadline: None,
+        }
+    }
+
+    #[test]
+    fn a_log_reaches_a_bridged_client_only_while_a_request_that_asked_for_it_is_pending() {
+        let mut bridged = Bridged::default();
+        bridged.log_levels.insert(5, severity("warning").unwrap());
+        let mut pending = HashMap::new();
+        let error = Some(r#"{"level":"error","data":"x"}"#);
+        assert!(
+            !bridged.wants_log(error, &pending),
+            "its request is not pending"
+        );
+        pending.insert(5, pending_request());
+        assert!(bridged.wants_log(error, &pending));
+        assert!(
+            !bridged.wants_log(Some(r#"{"level":"info"}"#), &pending),
+            "less severe than it asked for"
+        );
+        assert!(!bridged.wants_log(Some(r#"{"level":"loud"}"#), &pending));
+        assert!(!bridged.wants_log(None, &pending));
+
+        bridged.request_done(5);
+        assert!(
+            !bridged.wants_log(error, &pending),
+            "answered: no more logs"
+        );
+
+        bridged.log_levels.insert(6, 0);
+        bridged.clear_requests();
+        assert!(bridged.log_levels.is_empty() && bridged.rounds.is_empty());
+    }
+
+    #[test]
+    fn input_rounds_belong_to_the_three_methods_that_may_ask() {
+        for method in ["tools/call", "prompts/get", "resources/read"] {
+            assert!(takes_input_rounds(method), "{method}");
+        }
+        assert!(!takes_input_rounds("tools/list"));
     }
 }

@@ -7,7 +7,9 @@
 //! chain's upstream end (`upstream_end`) while the session allows it; otherwise they come back
 //! to the loop as [`LoopCall::Upstream`], which travel like client requests (ids, progress,
 //! restarts, timeouts).
-//! When the task finishes, its answer goes to the client under the client's id. Cancelling the
+//! When the task finishes, its answer goes to the client under the client's id: written by the
+//! task itself while the session allows it (`client_end`), else through the loop
+//! ([`LoopCall::Finished`]). Cancelling the
 //! client's request cancels the task's token and drops its futures; each upstream request the
 //! task still awaited is then cancelled upstream.
 
@@ -23,6 +25,7 @@ use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::bridge::ClientEra;
+use super::client_end::{Answer, error_line};
 use super::{Pending, Session, UpstreamRequest, UpstreamState};
 use crate::context::{Context, LoopCall, RawOutcome};
 use crate::exchange::{IdMap, Waiting};
@@ -54,6 +57,25 @@ impl Hooked {
         self.calls.by_peer(client_id).is_some()
     }
 
+    /// Forgets the hooked request the client knows as `client_id` if its task already answered
+    /// the client (its [`LoopCall::Answered`] may still be on its way): the client may reuse
+    /// the id as soon as it has the answer.
+    pub(super) fn settle(&mut self, client_id: &str) {
+        if let Some(call) = self.calls.by_peer(client_id)
+            && self.calls.get(call).is_some_and(|c| c.answer.by_task())
+        {
+            self.calls.remove(call);
+        }
+    }
+
+    /// Whether a hooked request still owes the client its answer (one suspended in an input
+    /// round waits for the client instead).
+    pub(super) fn answering(&self) -> bool {
+        self.calls
+            .values()
+            .any(|c| !c.suspended && !c.answer.by_task())
+    }
+
     /// The id the client knows hooked call `call` by, while it runs.
     pub(super) fn client_id_of(&self, call: u64) -> Option<Box<str>> {
         self.calls.get(call).map(|c| c.client_id.clone())
@@ -78,6 +100,14 @@ impl Hooked {
     /// already suspended.
     pub(super) fn suspend(&mut self, call: u64) -> Option<Box<str>> {
         if self.calls.get(call).is_none_or(|c| c.suspended) {
+            return None;
+        }
+        // From now on the loop answers (after the client's retry), never the task itself.
+        if !self
+            .calls
+            .get(call)
+            .is_some_and(|c| c.answer.take_for_loop())
+        {
             return None;
         }
         // Out and back in: the id map indexes a call by its client id only while it is not
@@ -108,6 +138,7 @@ impl Hooked {
     /// Stops hooked call `call` without answering anyone (its client is gone).
     pub(super) fn discard(&mut self, call: u64) {
         if let Some(call) = self.remove(call) {
+            call.answer.take_for_loop();
             call.cancel.cancel();
             call.task.abort();
         }
@@ -141,6 +172,8 @@ struct HookedCall {
     /// Answered with an input round and waiting for the client's retry (`hook_rounds`): no
     /// client request is waiting for it, so nothing may be sent under `client_id`.
     suspended: bool,
+    /// Who answers the client: the loop, or the task itself (`client_end`).
+    answer: Answer,
 }
 
 impl Waiting for HookedCall {
@@ -196,13 +229,6 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("no message")
 }
 
-fn error_line(id: &str, error: &ErrorData) -> String {
-    match serde_json::to_string(error) {
-        Ok(error) => jsonrpc::error_response(id, &error),
-        Err(_) => jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, &error.message),
-    }
-}
-
 impl Session {
     fn context(&self, cancel: CancellationToken) -> Context {
         Context::new(self.scope.clone(), 0, cancel)
@@ -226,6 +252,7 @@ impl Session {
     /// The client left: cancel what is still running and run `on_session_end` hooks.
     pub(super) async fn end_session(&mut self) {
         for (_, call) in self.hooks.calls.drain() {
+            call.answer.take_for_loop();
             call.cancel.cancel();
             call.task.abort();
         }
@@ -271,6 +298,10 @@ impl Session {
         let ctx = Context::new(self.scope.clone(), call, cancel.clone());
         let chain = self.chain.clone();
         let calls = self.scope.link.calls.clone();
+        let client_end = self.scope.link.client.clone();
+        let answer = Answer::default();
+        let task_answer = answer.clone();
+        let client_id: Box<str> = id.into();
         let task_ctx = ctx.clone();
         let (task_method, task_params) = (method.to_owned(), params.map(str::to_owned));
         let task = tokio::spawn(async move {
@@ -293,7 +324,15 @@ impl Session {
                 || task_ctx.take_listed(),
                 task_ctx.identity(),
             );
-            let _ = calls.send(LoopCall::Finished { call, outcome });
+            // Straight to the client when the session allows it; through the loop otherwise.
+            match client_end.finish(&task_answer, &client_id, outcome) {
+                Ok(()) => {
+                    let _ = calls.send(LoopCall::Answered { call });
+                }
+                Err(outcome) => {
+                    let _ = calls.send(LoopCall::Finished { call, outcome });
+                }
+            }
         });
         self.hooks.calls.insert(
             call,
@@ -311,6 +350,7 @@ impl Session {
                 cancel,
                 task: task.abort_handle(),
                 suspended: false,
+                answer,
             },
         );
     }
@@ -347,6 +387,7 @@ impl Session {
         let Some((_, call)) = self.hooks.calls.remove_by_peer(client_id) else {
             return false;
         };
+        call.answer.take_for_loop();
         call.cancel.cancel();
         call.task.abort();
         self.observe(
@@ -380,6 +421,10 @@ impl Session {
         // A suspended call waits for the client, not the upstream: it has no deadline here;
         // its input round's lifetime bounds it (`hook_rounds`).
         for (_, call) in self.hooks.calls.expired(now) {
+            if !call.answer.take_for_loop() {
+                // Its task answered the client just now.
+                continue;
+            }
             call.cancel.cancel();
             call.task.abort();
             let message = format!(
@@ -568,6 +613,9 @@ impl Session {
                 ));
             }
             LoopCall::Finished { call, outcome } => self.finish_hooked(call, outcome),
+            LoopCall::Answered { call } => {
+                self.hooks.remove(call);
+            }
             LoopCall::Ask {
                 call,
                 ask,
@@ -722,5 +770,106 @@ where
         None => {
             tokio::spawn(async move { report(run.await) });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::auth::Identity;
+    use crate::chain::Chain;
+    use crate::context::{SessionLink, SessionScope};
+    use crate::session::{ClientEnd, UpstreamEnd};
+    use crate::transport::queue::LineQueue;
+
+    /// A running call the client knows as `client_id`, with a task that never ends.
+    fn call(client_id: &str) -> HookedCall {
+        let (calls, _) = tokio::sync::mpsc::unbounded_channel();
+        let (to_client, _) = LineQueue::new(1024);
+        let scope = Arc::new(SessionScope::new(
+            "test".into(),
+            Identity::local_user(),
+            Arc::new(Chain::empty()),
+            SessionLink {
+                calls,
+                to_client: to_client.clone(),
+                upstream: UpstreamEnd::new(None, 1024),
+                client: ClientEnd::new(to_client),
+            },
+            None,
+        ));
+        let cancel = CancellationToken::new();
+        HookedCall {
+            client_id: client_id.into(),
+            method: "tools/call".into(),
+            subject: Subject::default(),
+            started: Instant::now(),
+            deadline: None,
+            ctx: Context::new(scope, 1, cancel.clone()),
+            cancel,
+            task: tokio::spawn(std::future::pending::<()>()).abort_handle(),
+            suspended: false,
+            answer: Answer::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_its_task_answered_frees_its_id_at_once_and_owes_nothing() {
+        let mut hooked = Hooked::default();
+        let running = call("1");
+        let answer = running.answer.clone();
+        let key = hooked.calls.allocate(running);
+        assert!(hooked.in_flight("1") && hooked.answering());
+
+        hooked.settle("1");
+        assert!(hooked.in_flight("1"), "still running: the id stays taken");
+
+        // The task answered the client itself; its `Answered` is still on the way.
+        let (queue, _rx) = LineQueue::new(1024);
+        let end = ClientEnd::new(queue);
+        end.set_open(true);
+        end.finish(&answer, "1", Ok("{}".into())).unwrap();
+        assert!(!hooked.answering(), "nothing more is owed to the client");
+        hooked.settle("1");
+        assert!(!hooked.in_flight("1"), "the client may reuse the id");
+        assert!(
+            hooked.remove(key).is_none(),
+            "the late `Answered` finds nothing"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_suspended_call_is_answered_by_the_loop_never_by_its_task() {
+        let mut hooked = Hooked::default();
+        let running = call("7");
+        let answer = running.answer.clone();
+        let key = hooked.calls.allocate(running);
+        assert_eq!(hooked.suspend(key).as_deref(), Some("7"));
+        assert!(!hooked.in_flight("7"), "a suspended call has no client id");
+        assert!(!hooked.answering(), "it waits for the client's retry");
+
+        let (queue, mut rx) = LineQueue::new(1024);
+        let end = ClientEnd::new(queue);
+        end.set_open(true);
+        assert!(end.finish(&answer, "7", Ok("{}".into())).is_err());
+        assert!(rx.try_recv().is_err(), "the loop answers after the retry");
+
+        assert!(hooked.resume(key, "8", None));
+        assert!(hooked.in_flight("8") && hooked.answering());
+    }
+
+    #[tokio::test]
+    async fn a_call_whose_task_answered_first_cannot_be_suspended() {
+        let mut hooked = Hooked::default();
+        let running = call("2");
+        let answer = running.answer.clone();
+        let key = hooked.calls.allocate(running);
+        let (queue, _rx) = LineQueue::new(1024);
+        let end = ClientEnd::new(queue);
+        end.set_open(true);
+        end.finish(&answer, "2", Ok("{}".into())).unwrap();
+        assert_eq!(hooked.suspend(key), None);
     }
 }

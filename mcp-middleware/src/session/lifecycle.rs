@@ -6,6 +6,7 @@ use super::bridge::ClientEra;
 use super::{Pending, ProxyRequest, Session, UpstreamState};
 use crate::exchange::Step;
 use crate::jsonrpc::{self, Message};
+use crate::upstream::Replay;
 
 impl Session {
     /// Makes sure an upstream is running, starting it if it is down. On failure the client gets
@@ -19,7 +20,7 @@ impl Session {
         let link = match self.server.spawn(
             self.generation,
             self.options.max_message_bytes,
-            self.upstream_events.clone(),
+            self.outlet(),
         ) {
             Ok(link) => link,
             Err(err) => {
@@ -36,19 +37,17 @@ impl Session {
                 return false;
             }
         };
-        match self.handshake.initialize.clone() {
-            Some(params) => {
-                let uid = self.next_upstream_id();
+        // The one restart mechanism (`upstream/replay.rs`, a `ServerSet` uses it per server):
+        // the client's `initialize` first, and client messages wait for its answer.
+        let uid = self.next_upstream_id();
+        match Replay::restart(&self.handshake, uid) {
+            Some((line, replay)) => {
                 self.pending
                     .insert(uid, Pending::Proxy(ProxyRequest::ReplayInitialize));
-                link.send(jsonrpc::request(
-                    itoa::Buffer::new().format(uid),
-                    "initialize",
-                    Some(&params),
-                ));
+                link.send(line);
                 self.upstream = UpstreamState::Starting {
                     link,
-                    queued: Vec::new(),
+                    queued: replay,
                 };
             }
             None => self.upstream = UpstreamState::Up(link),
@@ -56,40 +55,31 @@ impl Session {
         true
     }
 
-    /// Tells a restarted, re-initialized upstream what the client had told the previous one:
-    /// `notifications/initialized`, the log level, the resource subscriptions.
-    pub(super) fn replay_state(&mut self) {
-        for step in self.handshake.after_initialize(|_| true) {
-            match step {
-                Step::Notify(method) => self.send_upstream(jsonrpc::notification(method, None)),
-                Step::Request { method, params } => self.send_proxy_request(method, &params),
-            }
-        }
-    }
-
-    /// Holds client messages until the upstream is ready for them (a restart's replayed
-    /// handshake, or the era probe).
-    pub(super) fn hold_client(&mut self, line: String) {
+    /// Holds client messages, starting with `line`, until the upstream answers the proxy's
+    /// request `uid` (the era probe).
+    pub(super) fn hold_client(&mut self, uid: u64, line: String) {
         self.upstream = match std::mem::replace(
             &mut self.upstream,
             UpstreamState::Down {
                 reason: String::new(),
             },
         ) {
-            UpstreamState::Up(link) => UpstreamState::Starting {
-                link,
-                queued: vec![line],
-            },
+            UpstreamState::Up(link) => {
+                let mut queued = Replay::until(uid);
+                queued.hold(line);
+                UpstreamState::Starting { link, queued }
+            }
             UpstreamState::Starting { link, mut queued } => {
-                queued.push(line);
+                queued.hold(line);
                 UpstreamState::Starting { link, queued }
             }
             down @ UpstreamState::Down { .. } => down,
         };
     }
 
-    /// The upstream is ready: replay the session's state to it if it was restarted, then let
-    /// the held client messages through in order.
+    /// The upstream is ready: a restarted one is told what the client had told the previous one
+    /// (`notifications/initialized`, the log level, the resource subscriptions), then the held
+    /// client messages go through in order.
     pub(super) fn release_held(&mut self) {
         let UpstreamState::Starting { link, queued } = std::mem::replace(
             &mut self.upstream,
@@ -99,8 +89,15 @@ impl Session {
         ) else {
             return;
         };
+        let released = queued.answered(&self.handshake, true, |_| true);
         self.upstream = UpstreamState::Up(link);
-        for line in queued {
+        for step in released.steps {
+            match step {
+                Step::Notify(method) => self.send_upstream(jsonrpc::notification(method, None)),
+                Step::Request { method, params } => self.send_proxy_request(method, &params),
+            }
+        }
+        for line in released.held {
             self.on_client_line(line);
         }
         self.release_held_calls();
@@ -132,7 +129,7 @@ impl Session {
             reason: reason.to_owned(),
         };
         match std::mem::replace(&mut self.upstream, down) {
-            UpstreamState::Starting { queued, .. } => queued,
+            UpstreamState::Starting { queued, .. } => queued.abandon(),
             _ => Vec::new(),
         }
     }
@@ -193,10 +190,7 @@ impl Session {
     pub(super) fn on_proxy_response(&mut self, purpose: ProxyRequest, outcome: Result<&str, &str>) {
         match purpose {
             ProxyRequest::ReplayInitialize => match outcome {
-                Ok(_) => {
-                    self.replay_state();
-                    self.release_held();
-                }
+                Ok(_) => self.release_held(),
                 Err(error) => self.give_up_start(format!(
                     "the restarted upstream rejected the replayed initialize: {}",
                     error

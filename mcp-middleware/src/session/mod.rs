@@ -26,7 +26,10 @@
 //! Request ids in both directions and the handshake memory are [`crate::exchange`]'s (the HTTP
 //! front, the chain's upstream end and a `ServerSet` use the same types). Beside this file, one
 //! part each: `hooked` runs the chain's tasks; `upstream_end`
-//! lets those tasks write to the upstream themselves; `lifecycle` starts a dead upstream again
+//! lets those tasks write to the upstream themselves and get its answers straight from the
+//! upstream's reader; `client_end` lets them write their final answers to the client
+//! themselves (a hooked call crosses 5 tasks or channels on stdio, see `upstream_end`);
+//! `lifecycle` starts a dead upstream again
 //! and replays the handshake to it; `bridge` translates when a 2026-07-28 client meets a
 //! handshake-only upstream. When both sides speak the same era nothing is translated. Which
 //! path a request takes (refused, raw, hooks) is the chain's outermost step
@@ -36,6 +39,7 @@
 //! hook asks the client something (`ctx.llm()`).
 
 mod bridge;
+mod client_end;
 mod hooked;
 mod lifecycle;
 mod reload;
@@ -43,6 +47,7 @@ mod rounds;
 mod shared;
 mod upstream_end;
 
+pub(crate) use client_end::ClientEnd;
 pub(crate) use upstream_end::UpstreamEnd;
 
 use crate::exchange::{Handshake, IdMap, Waiting, swap_progress_token};
@@ -70,7 +75,7 @@ use crate::project::Project;
 use crate::transport::Frame;
 use crate::transport::outbound::Belongs;
 use crate::transport::queue::LineQueue;
-use crate::upstream::{Upstream, UpstreamEvent, UpstreamLink};
+use crate::upstream::{Order, Outlet, Replay, Upstream, UpstreamEvent, UpstreamLink};
 
 /// Settings of a proxy session.
 #[derive(Debug, Clone)]
@@ -264,10 +269,12 @@ impl Waiting for UpstreamRequest {
 enum UpstreamState {
     /// Not running: the next request starts it.
     Down { reason: String },
-    /// Restarted; the handshake is being replayed and client messages wait in `queued`.
+    /// Restarted, the handshake being replayed, or the era being probed: client messages wait
+    /// in `queued` for that answer ([`Replay`], the one restart mechanism, which a `ServerSet`
+    /// uses per server).
     Starting {
         link: UpstreamLink,
-        queued: Vec<String>,
+        queued: Replay<String>,
     },
     /// Running.
     Up(UpstreamLink),
@@ -287,6 +294,13 @@ pub(crate) struct Session {
     upstream_end: UpstreamEnd,
     /// Whether hooks may write to the upstream now (what `upstream_end` was last told).
     direct: bool,
+    /// Shared with hook tasks, which write their final answers to the client themselves while
+    /// it is open (`client_end`); whether it is, as last told.
+    client_end: ClientEnd,
+    client_direct: bool,
+    /// How far the loop has handled what the upstream's outlet sent it: answers skip the loop
+    /// only when it has caught up (`crate::upstream::Outlet`).
+    order: Arc<Order>,
     chain: Arc<Chain>,
     scope: Arc<SessionScope>,
     calls: Option<mpsc::UnboundedReceiver<LoopCall>>,
@@ -325,9 +339,16 @@ impl Session {
         identity: Identity,
     ) -> Result<Self, crate::error::UpstreamError> {
         let (upstream_events, upstream_inbox) = mpsc::channel(256);
-        let link = server.spawn(1, options.max_message_bytes, upstream_events.clone())?;
         let upstream_end = UpstreamEnd::new(options.request_timeout, options.upstream_queue_bytes)
             .through_loop(options.request_tap.is_some());
+        let order = Arc::new(Order::default());
+        let outlet = Outlet::tapped(
+            upstream_events.clone(),
+            Arc::new(upstream_end.clone()),
+            order.clone(),
+        );
+        let link = server.spawn(1, options.max_message_bytes, outlet)?;
+        let client_end = ClientEnd::new(to_client.clone());
         let pending = IdMap::new(upstream_end.ids().clone());
         let (calls_tx, calls) = mpsc::unbounded_channel();
         let scope = Arc::new(SessionScope::new(
@@ -338,6 +359,7 @@ impl Session {
                 calls: calls_tx,
                 to_client: to_client.clone(),
                 upstream: upstream_end.clone(),
+                client: client_end.clone(),
             },
             project,
         ));
@@ -354,6 +376,9 @@ impl Session {
             generation: 1,
             upstream_end,
             direct: false,
+            client_end,
+            client_direct: false,
+            order,
             chain,
             scope,
             calls: Some(calls),
@@ -413,7 +438,14 @@ impl Session {
             tokio::select! {
                 Some(call) = calls.recv() => self.on_loop_call(call),
                 event = inbox.recv(), if draining.is_none() => match event {
-                    Some(Event::Client(frame)) => self.on_client_frame(frame),
+                    Some(Event::Client(frame)) => {
+                        // A hook task that answered the client itself told the loop before
+                        // the client could send anything after that answer.
+                        while let Ok(call) = calls.try_recv() {
+                            self.on_loop_call(call);
+                        }
+                        self.on_client_frame(frame)
+                    }
                     Some(Event::InputEnded) if self.requests_in_flight() => {
                         tracing::debug!("the client's input ended; answering what is in flight first");
                         draining = Some(tokio::time::Instant::now() + self.options.input_closed_grace);
@@ -425,23 +457,26 @@ impl Session {
                     self.warn_unanswered();
                     break Ended::ClientClosed;
                 }
-                Some(event) = upstream.recv(), if !behind => match event {
-                    UpstreamEvent::Line { generation, line } => {
-                        if generation == self.generation {
-                            self.on_upstream_line(&line, None);
+                Some(event) = upstream.recv(), if !behind => {
+                    match event {
+                        UpstreamEvent::Line { generation, line } => {
+                            if generation == self.generation {
+                                self.on_upstream_line(&line, None);
+                            }
+                        }
+                        UpstreamEvent::LineFor { generation, line, request } => {
+                            if generation == self.generation {
+                                self.on_upstream_line(&line, Some(&request));
+                            }
+                        }
+                        UpstreamEvent::Closed { generation, how } => {
+                            if generation == self.generation {
+                                self.on_upstream_closed(&how);
+                            }
                         }
                     }
-                    UpstreamEvent::LineFor { generation, line, request } => {
-                        if generation == self.generation {
-                            self.on_upstream_line(&line, Some(&request));
-                        }
-                    }
-                    UpstreamEvent::Closed { generation, how } => {
-                        if generation == self.generation {
-                            self.on_upstream_closed(&how);
-                        }
-                    }
-                },
+                    self.order.handled_one();
+                }
                 _ = backlog.drained(), if behind => {}
                 reload = crate::live::next(&mut live) => self.on_reload(reload),
                 _ = tick.tick(), if self.options.request_timeout.is_some() => self.expire(Instant::now()),
@@ -472,18 +507,38 @@ impl Session {
         ended
     }
 
-    /// Whether a request sent upstream (by the client, or by a hook) still waits for its answer.
+    /// Where a start of the upstream sends what it reads: the loop, and the chain's upstream
+    /// end for the answers hook tasks await.
+    fn outlet(&self) -> Outlet {
+        Outlet::tapped(
+            self.upstream_events.clone(),
+            Arc::new(self.upstream_end.clone()),
+            self.order.clone(),
+        )
+    }
+
+    /// Whether a request sent upstream (by the client, or by a hook) still waits for its
+    /// answer, or a hooked request has not answered the client yet.
     fn requests_in_flight(&self) -> bool {
         self.pending
             .values()
             .any(|p| matches!(p, Pending::Client { .. } | Pending::Hook { .. }))
             || self.upstream_end.any_waiting()
+            || self.hooks.answering()
     }
 
     /// Hooks write to the upstream directly exactly while nothing of their requests needs the
     /// loop: the upstream is up (no replay, no probe held) and the client's era is settled and
     /// not bridged. Leaving that state is [`Session::stop_direct`]'s job, at the moment it happens.
     fn sync_direct(&mut self) {
+        let client = matches!(self.era, ClientEra::Same)
+            && self.options.request_tap.is_none()
+            && !self.chain.observed()
+            && !self.client_is_stateless();
+        if client != self.client_direct {
+            self.client_end.set_open(client);
+            self.client_direct = client;
+        }
         let wanted =
             matches!(self.era, ClientEra::Same) && matches!(self.upstream, UpstreamState::Up(_));
         if wanted == self.direct {
@@ -622,7 +677,7 @@ impl Session {
 
     pub(super) fn on_client_line(&mut self, line: String) {
         if let UpstreamState::Starting { queued, .. } = &mut self.upstream {
-            queued.push(line);
+            queued.hold(line);
             return;
         }
         let message = match Message::parse_validated(&line) {
@@ -650,6 +705,7 @@ impl Session {
     }
 
     fn on_client_request(&mut self, line: &str, id: &str, method: &str, params: Option<&str>) {
+        self.hooks.settle(id);
         // One id, one request in flight: a second would make both answers ambiguous.
         if self.pending.by_peer(id).is_some() || self.hooks.in_flight(id) {
             tracing::debug!(
@@ -714,7 +770,7 @@ impl Session {
             return;
         }
         if let UpstreamState::Starting { queued, .. } = &mut self.upstream {
-            queued.push(line.to_owned());
+            queued.hold(line.to_owned());
             return;
         }
         if let Some(queued) = self.upstream_backlog() {
@@ -912,7 +968,7 @@ impl Session {
         };
         match &mut self.upstream {
             UpstreamState::Up(link) => link.send(out),
-            UpstreamState::Starting { queued, .. } => queued.push(out),
+            UpstreamState::Starting { queued, .. } => queued.hold(out),
             UpstreamState::Down { .. } => {
                 tracing::debug!(
                     method,

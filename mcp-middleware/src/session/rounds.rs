@@ -103,7 +103,7 @@ impl Session {
     }
 
     /// Whether the client speaks 2026-07-28 (so it cannot be sent requests).
-    fn client_is_stateless(&self) -> bool {
+    pub(super) fn client_is_stateless(&self) -> bool {
         if matches!(self.era, ClientEra::Bridged(_)) {
             return true;
         }

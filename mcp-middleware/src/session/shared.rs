@@ -66,7 +66,7 @@ impl Session {
         ));
         session.upstream = UpstreamState::Starting {
             link,
-            queued: Vec::new(),
+            queued: crate::upstream::Replay::replaying(uid),
         };
         Ok(session)
     }

@@ -1,22 +1,32 @@
 //! The chain's upstream end: a handle through which a hook task (`next.run()`,
-//! `ctx.upstream()`) writes its request to the upstream itself and awaits the answer, without a
-//! round trip through the session loop.
+//! `ctx.upstream()`) writes its request to the upstream itself and gets the answer back, without
+//! a round trip through the session loop.
 //!
 //! The handle shares two things with the loop: the queue to the upstream's writer, present only
 //! while the session is in a state where a hook's request needs nothing of the loop (the
 //! upstream is up, no handshake is being replayed, the client's era is settled and not bridged),
-//! and the requests sent that way, by upstream id. The loop still reads every upstream line: it
-//! finds an answer's waiter here ([`UpstreamEnd::take`]), resets a waiter's deadline on progress,
-//! times waiters out and fails them when the upstream dies. When the writer is absent (a
-//! restart, a probe, a bridged client, a backlog) or the method changes what a restart must
-//! replay, [`UpstreamEnd::send`] declines and the request goes through the loop as before.
+//! and the requests sent that way, by upstream id. The answer comes back the same way: the
+//! upstream's reader hands it to its waiter here ([`AnswerTap`], through the connection's
+//! [`Outlet`](crate::upstream::Outlet)) once the loop has handled whatever the upstream sent
+//! before it, and gives it to the loop otherwise, which then finds the waiter here
+//! ([`UpstreamEnd::take`]). The loop still resets a waiter's deadline on progress, times
+//! waiters out and fails them when the upstream dies. When the writer is absent (a restart, a
+//! probe, a bridged client, a backlog) or the method changes what a restart must replay,
+//! [`UpstreamEnd::send`] declines and the request goes through the loop as before.
 //!
-//! The path of a hooked `tools/call` on stdio, counted in task or channel crossings: before,
-//! client reader -> loop -> hook task -> `LoopCall::Upstream` -> loop -> upstream writer ...
-//! upstream reader -> loop -> oneshot -> task -> `LoopCall::Finished` -> loop -> client writer
-//! (8, of which 4 per `next`); now the task writes to the upstream writer's queue itself (7, of
-//! which 3 per `next`), and the loop no longer checks the upstream's state and backlog twice.
-//! The answer still comes through the loop, which reads every upstream line once.
+//! The path of a hooked `tools/call` on stdio, counted in task or channel crossings (the
+//! era adapter between a connection and its session, `upstream/reverse_bridge`, not counted):
+//! - first: client reader -> loop -> hook task -> `LoopCall::Upstream` -> loop -> upstream
+//!   writer ... upstream reader -> loop -> oneshot -> task -> `LoopCall::Finished` -> loop ->
+//!   client writer (8, of which 4 per `next`);
+//! - then the task wrote to the upstream writer's queue itself (7, of which 3 per `next`);
+//! - now the upstream's reader also hands the answer to the task's oneshot itself, and the task
+//!   writes its final answer to the client writer's queue itself (`client_end`): client reader
+//!   -> loop -> hook task -> upstream writer ... upstream reader -> oneshot -> task -> client
+//!   writer (5, of which 2 per `next`; on HTTP the front's request task adds one: 6, from 8).
+//!
+//! The loop is still told afterwards (`LoopCall::Answered`, off the answer's way) so it forgets
+//! the call.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -26,8 +36,9 @@ use tokio::sync::oneshot;
 use crate::exchange::{IdMap, IdSource, Waiting, swap_progress_token_in};
 
 use crate::context::RawOutcome;
-use crate::jsonrpc;
+use crate::jsonrpc::{self, Message};
 use crate::transport::queue::LineQueue;
+use crate::upstream::AnswerTap;
 
 /// A request a hook wrote to the upstream itself, waiting for its answer.
 #[derive(Debug)]
@@ -229,6 +240,37 @@ impl UpstreamEnd {
     }
 }
 
+/// The upstream's reader hands the answers to requests written here straight to their hook
+/// tasks ([`crate::upstream::Outlet`] says when it may).
+impl AnswerTap for UpstreamEnd {
+    fn take_answer(&self, line: String) -> Result<(), String> {
+        if self.lock().waiting.is_empty() {
+            return Err(line);
+        }
+        // The envelope is read outside the lock: an answer can be megabytes.
+        let (uid, outcome) = match Message::parse(&line) {
+            Ok(Message::Result { id, result }) => (id, Ok(result)),
+            Ok(Message::Error {
+                id: Some(id),
+                error,
+            }) => (id, Err(error)),
+            _ => return Err(line),
+        };
+        let Some(waiter) = uid
+            .parse::<u64>()
+            .ok()
+            .and_then(|uid| self.lock().waiting.remove(uid))
+        else {
+            return Err(line);
+        };
+        let _ = waiter.reply.send(match outcome {
+            Ok(result) => Ok(result.to_owned()),
+            Err(error) => Err(crate::dispatch::error_data(error)),
+        });
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,5 +375,39 @@ mod tests {
         assert_eq!(failed, vec![c]);
         assert!(a < b && b < c);
         assert!(end.send(4, "tools/call", None).is_err());
+    }
+
+    #[test]
+    fn the_reader_hands_an_answer_to_its_waiter_and_gives_back_every_other_line() {
+        let (end, _rx) = end_with_writer();
+        let no_waiter = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#.to_owned();
+        assert_eq!(end.take_answer(no_waiter.clone()), Err(no_waiter));
+
+        let (uid, mut answer) = end.send(1, "tools/call", None).unwrap();
+        let (other, mut other_answer) = end.send(2, "tools/list", None).unwrap();
+        for line in [
+            // A request from the upstream may carry the same number.
+            format!(r#"{{"jsonrpc":"2.0","id":{uid},"method":"sampling/createMessage"}}"#),
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":"x","result":{}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":999,"result":{}}"#.to_owned(),
+            "not json".to_owned(),
+        ] {
+            assert_eq!(end.take_answer(line.clone()), Err(line));
+        }
+        assert!(answer.try_recv().is_err());
+
+        // Members in any order (a TypeScript server writes the result first).
+        let result = format!(r#"{{"result":{{"content":[]}},"jsonrpc":"2.0","id":{uid}}}"#);
+        assert_eq!(end.take_answer(result), Ok(()));
+        assert_eq!(answer.try_recv().unwrap().unwrap(), r#"{"content":[]}"#);
+
+        let error = format!(
+            r#"{{"jsonrpc":"2.0","id":{other},"error":{{"code":-32602,"message":"bad"}}}}"#
+        );
+        assert_eq!(end.take_answer(error), Ok(()));
+        let error = other_answer.try_recv().unwrap().unwrap_err();
+        assert_eq!((error.code.0, &*error.message), (-32602, "bad"));
+        assert!(!end.any_waiting(), "both waiters are gone");
     }
 }

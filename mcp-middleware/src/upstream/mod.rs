@@ -2,14 +2,19 @@
 //!
 //! An upstream is a child process on stdio ([`StdioServer`]), a server over streamable HTTP
 //! ([`HttpUpstream`]), or several of these served as one ([`ServerSet`]); [`Upstream`] is any
-//! of them.
+//! of them. The session talks to each through one trait (`connect.rs`): it starts a
+//! connection, sends it lines through the running link, gets what it reads through an outlet
+//! (`outlet.rs`), and starts it again with the handshake replayed (`replay.rs`).
 
+mod connect;
 mod env_refs;
 mod environment;
 pub mod era_probe;
 pub(crate) mod http;
 mod link;
+mod outlet;
 mod parent_death;
+mod replay;
 mod reverse_bridge;
 mod set;
 mod sse;
@@ -20,8 +25,6 @@ pub(crate) mod token_exchange;
 
 use std::fmt;
 
-use tokio::sync::mpsc;
-
 pub use env_refs::env_references;
 /// For other `${env:VAR}` settings resolved in the proxy (the LLM endpoint's key).
 pub(crate) use env_refs::resolve as resolve_env_refs;
@@ -29,11 +32,11 @@ pub use environment::{DEFAULT_INHERITED, EnvPolicy};
 pub use era_probe::{Era, EraRecord, EraSeen, read_era_file};
 pub use http::HttpUpstream;
 pub(crate) use link::UpstreamLink;
+pub(crate) use outlet::{AnswerTap, Order, Outlet};
+pub(crate) use replay::Replay;
 pub use set::ServerSet;
 pub use stdio::{StdioServer, UpstreamEvent};
 pub use token_exchange::TokenExchange;
-
-use crate::error::UpstreamError;
 
 /// What a proxy talks to: one server, or several served as one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,35 +51,6 @@ pub enum Upstream {
 }
 
 impl Upstream {
-    pub(crate) fn spawn<E>(
-        &self,
-        generation: u64,
-        max_line: usize,
-        events: mpsc::Sender<E>,
-    ) -> Result<UpstreamLink, UpstreamError>
-    where
-        E: From<UpstreamEvent> + Send + 'static,
-    {
-        // Each server goes through the era adapter (the reverse bridge), per start.
-        match self {
-            Upstream::Stdio(server) => reverse_bridge::connect(
-                server.to_string(),
-                server.era_record_of().cloned(),
-                generation,
-                events,
-                |tx| server.spawn(generation, max_line, tx),
-            ),
-            Upstream::Http(server) => reverse_bridge::connect(
-                server.to_string(),
-                server.era_record_of().cloned(),
-                generation,
-                events,
-                |tx| server.spawn(generation, max_line, tx),
-            ),
-            Upstream::Set(set) => set.spawn(generation, max_line, events),
-        }
-    }
-
     /// Records the era this server is seen speaking in `record` (each time it is connected).
     /// A set records per server through its own servers' records; for it this does nothing.
     ///

@@ -57,6 +57,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use super::replay::Replay;
 use super::{Upstream, UpstreamEvent, UpstreamLink};
 use crate::error::UpstreamError;
 use crate::exchange::{Handshake, IdMap, Step};
@@ -170,15 +171,12 @@ impl ServerSet {
             && self.page_size == next.page_size
     }
 
-    pub(crate) fn spawn<E>(
+    pub(crate) fn spawn(
         &self,
         generation: u64,
         max_line: usize,
-        events: mpsc::Sender<E>,
-    ) -> Result<UpstreamLink, UpstreamError>
-    where
-        E: From<UpstreamEvent> + Send + 'static,
-    {
+        events: super::Outlet,
+    ) -> Result<UpstreamLink, UpstreamError> {
         let cursors = CursorKey::generate().map_err(|_| UpstreamError::Spawn {
             server: self.to_string(),
             cause: std::io::Error::other("no randomness for the key that seals list cursors"),
@@ -192,7 +190,7 @@ impl ServerSet {
             generation,
             up: Box::new(move |event| {
                 let events = events.clone();
-                Box::pin(async move { events.send(E::from(event)).await.is_ok() })
+                Box::pin(async move { events.send(event).await })
             }),
             from_children,
             children: Vec::new(),
@@ -249,6 +247,8 @@ struct ChildState {
     generation: u64,
     /// Why it is down, when it is.
     down: Option<String>,
+    /// While a restarted server is being handed the handshake: what waits for its answer.
+    replay: Option<Replay<String>>,
 }
 
 impl ChildState {
@@ -260,6 +260,7 @@ impl ChildState {
             link: None,
             generation: 0,
             down: Some("not started yet".to_owned()),
+            replay: None,
         }
     }
 }
@@ -299,6 +300,8 @@ enum Waiting {
     Page { walk: u64 },
     /// A request the merger made itself (a replayed handshake); the answer is only logged.
     Own,
+    /// The `initialize` replayed to a restarted server: what waits for it goes on its answer.
+    Replay,
 }
 
 /// A request of the session answered by several servers together.
@@ -387,7 +390,7 @@ impl Merger {
         let (name, server) = (&child.name, &child.server);
         let generation = child.generation + 1;
         let (tx, mut rx) = mpsc::channel::<UpstreamEvent>(64);
-        let (link, down) = match server.spawn(generation, self.max_line, tx) {
+        let (link, down) = match server.spawn(generation, self.max_line, super::Outlet::new(tx)) {
             Ok(link) => {
                 let forward = self.from_children.clone();
                 tokio::spawn(async move {
@@ -408,6 +411,7 @@ impl Merger {
         child.generation = generation;
         child.link = link;
         child.down = down;
+        child.replay = None;
     }
 
     async fn run(
@@ -473,30 +477,72 @@ impl Merger {
         if self.children[index].link.is_none() {
             return false;
         }
-        if let Some(params) = self.handshake.initialize.clone() {
-            // Servers read their input in order, so the replay can follow the handshake
-            // without waiting for its answer. The server's own subscriptions are those to
-            // resources it listed or answered for.
-            self.ask(index, Waiting::Own, "initialize", Some(&params));
-            let owner = &self.uri_owner;
-            let steps = self
-                .handshake
-                .after_initialize(|uri| owner.get(uri) == Some(&index));
-            for step in steps {
-                match step {
-                    Step::Notify(method) => {
-                        self.send_child(index, jsonrpc::notification(method, None))
-                    }
-                    Step::Request { method, params } => {
-                        self.ask(index, Waiting::Own, method, Some(&params))
-                    }
-                }
-            }
+        // The one restart of every connection (`replay.rs`): the handshake first, and what
+        // else comes for this server waits for its answer.
+        let id = self.next_id();
+        if let Some((line, replay)) = Replay::restart(&self.handshake, id) {
+            self.waiting.insert(
+                id,
+                Asked {
+                    server: index,
+                    what: Waiting::Replay,
+                },
+            );
+            self.send_child_now(index, line);
+            self.children[index].replay = Some(replay);
         }
         true
     }
 
-    fn send_child(&self, index: usize, line: String) {
+    /// The restarted server `index` answered its replayed `initialize`: the rest of the
+    /// handshake follows (its own subscriptions: those to resources it listed or answered
+    /// for), then what waited for it.
+    fn replayed(&mut self, index: usize, id: u64, outcome: Result<&str, &str>) {
+        let Some(replay) = self.children[index]
+            .replay
+            .take_if(|replay| replay.awaits(id))
+        else {
+            return;
+        };
+        if let Err(error) = outcome {
+            // Sent anyway: the server answers each request as it can.
+            tracing::warn!(server = %self.name(index), %error, "a server refused the replayed handshake");
+        }
+        let owner = &self.uri_owner;
+        let released = replay.answered(&self.handshake, outcome.is_ok(), |uri| {
+            owner.get(uri) == Some(&index)
+        });
+        for step in released.steps {
+            match step {
+                Step::Notify(method) => {
+                    self.send_child_now(index, jsonrpc::notification(method, None))
+                }
+                Step::Request { method, params } => {
+                    let id = self.waiting.allocate(Asked {
+                        server: index,
+                        what: Waiting::Own,
+                    });
+                    self.send_child_now(
+                        index,
+                        jsonrpc::request(itoa::Buffer::new().format(id), method, Some(&params)),
+                    );
+                }
+            }
+        }
+        for line in released.held {
+            self.send_child_now(index, line);
+        }
+    }
+
+    /// Sends server `index` one line, or holds it while the server is handed the handshake.
+    fn send_child(&mut self, index: usize, line: String) {
+        match &mut self.children[index].replay {
+            Some(replay) => replay.hold(line),
+            None => self.send_child_now(index, line),
+        }
+    }
+
+    fn send_child_now(&self, index: usize, line: String) {
         if let Some(link) = &self.children[index].link {
             link.send(line);
         }
@@ -979,7 +1025,7 @@ impl Merger {
                         Waiting::Page { walk } => {
                             self.walks.get(walk).is_some_and(|w| w.up_id == up_id)
                         }
-                        Waiting::Own => false,
+                        Waiting::Own | Waiting::Replay => false,
                     })
                     .map(|(id, asked)| (asked.server, *id))
                     .collect();
@@ -1101,6 +1147,11 @@ impl Merger {
             Waiting::Relay { up_id } => {
                 let out = splice(line, &[(range_in(line, id), up_id.as_str())]);
                 self.send_up(out).await;
+            }
+            Waiting::Replay => {
+                if let Ok(id) = id.parse::<u64>() {
+                    self.replayed(index, id, outcome);
+                }
             }
             Waiting::Own => {
                 if let Err(error) = outcome {
@@ -1237,6 +1288,8 @@ impl Merger {
         let reason = format!("server `{}` {how}", self.name(index));
         tracing::warn!("{reason}; the other servers go on");
         self.children[index].link = None;
+        // What waited for its handshake fails below with the rest of its requests.
+        self.children[index].replay = None;
         self.children[index].down = Some(reason.clone());
         self.write_status();
         self.fail_pending(
@@ -1272,7 +1325,7 @@ impl Merger {
                 }
                 Waiting::Part { gather } => self.on_part(gather, index, Err(error)).await,
                 Waiting::Page { walk } => self.on_page(walk, index, Err(error)).await,
-                Waiting::Own => {}
+                Waiting::Own | Waiting::Replay => {}
             }
         }
         self.server_requests.retain(|_, r| r.server != index);
@@ -1330,6 +1383,7 @@ impl Merger {
         child.generation += 1;
         let reason = format!("server `{}` {why}", child.name);
         child.down = Some(reason.clone());
+        child.replay = None;
         if let Some(link) = child.link.take() {
             tokio::spawn(link.shut_down(Duration::from_secs(2)));
         }

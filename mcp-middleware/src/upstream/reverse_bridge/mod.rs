@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::era_probe::EraRecord;
-use super::{UpstreamEvent, UpstreamLink};
+use super::{Outlet, UpstreamEvent, UpstreamLink};
 use crate::error::UpstreamError;
 use crate::transport::queue::LineQueue;
 use translate::{Bridge, Out};
@@ -34,16 +34,13 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// Connects one upstream through the era adapter: `spawn` starts the real connection with the
 /// adapter's event channel; the returned link is what the session writes to.
-pub(crate) fn connect<E>(
+pub(crate) fn connect(
     name: String,
     record: Option<EraRecord>,
     generation: u64,
-    events: mpsc::Sender<E>,
+    events: Outlet,
     spawn: impl FnOnce(mpsc::Sender<UpstreamEvent>) -> Result<UpstreamLink, UpstreamError>,
-) -> Result<UpstreamLink, UpstreamError>
-where
-    E: From<UpstreamEvent> + Send + 'static,
-{
+) -> Result<UpstreamLink, UpstreamError> {
     let (tx, mut from_upstream) = mpsc::channel::<UpstreamEvent>(64);
     let inner = spawn(tx)?;
     // The session sees the backlog of the server's own queue (it refuses requests when the
@@ -82,7 +79,7 @@ where
                             (line, Some(request))
                         }
                         Some(other) => {
-                            if events.send(E::from(other)).await.is_err() {
+                            if !events.send(other).await {
                                 return;
                             }
                             continue;
@@ -94,7 +91,7 @@ where
                             Some(request) => UpstreamEvent::LineFor { generation, line, request },
                             None => UpstreamEvent::Line { generation, line },
                         };
-                        if events.send(E::from(event)).await.is_err() {
+                        if !events.send(event).await {
                             return;
                         }
                         continue;
@@ -112,29 +109,22 @@ where
 }
 
 /// Sends one translated message on its way; false when the session is gone.
-async fn deliver<E: From<UpstreamEvent>>(
-    out: Out,
-    up: &LineQueue,
-    events: &mpsc::Sender<E>,
-    generation: u64,
-) -> bool {
+async fn deliver(out: Out, up: &LineQueue, events: &Outlet, generation: u64) -> bool {
     match out {
         Out::Up(line, belongs) => {
             // A closed queue means the server is gone; its reader reports that.
             let _ = up.send_record(line, belongs);
             true
         }
-        Out::Down(line, None) => events
-            .send(E::from(UpstreamEvent::Line { generation, line }))
-            .await
-            .is_ok(),
-        Out::Down(line, Some(request)) => events
-            .send(E::from(UpstreamEvent::LineFor {
-                generation,
-                line,
-                request,
-            }))
-            .await
-            .is_ok(),
+        Out::Down(line, None) => events.send(UpstreamEvent::Line { generation, line }).await,
+        Out::Down(line, Some(request)) => {
+            events
+                .send(UpstreamEvent::LineFor {
+                    generation,
+                    line,
+                    request,
+                })
+                .await
+        }
     }
 }
