@@ -30,7 +30,7 @@ pub use era_probe::{Era, EraRecord, EraSeen, read_era_file};
 pub use http::HttpUpstream;
 pub(crate) use link::UpstreamLink;
 pub use set::ServerSet;
-pub use stdio::{StdioServer, UpstreamEvent};
+pub use stdio::{AnswerTail, StdioServer, UpstreamEvent};
 pub use token_exchange::TokenExchange;
 
 use crate::error::UpstreamError;
