@@ -611,7 +611,7 @@ mod tests {
         let input = format!("short\n{long}\nafter\n{}\nend\n", "z".repeat(300_000));
         let mut reader = LineReader::new(tokio_test_reader(input.as_bytes()), 200_000);
         let mut offered = Vec::new();
-        let mut next = async |reader: &mut LineReader<_>, offered: &mut Vec<usize>| {
+        let next = async |reader: &mut LineReader<_>, offered: &mut Vec<usize>| {
             reader
                 .next_piece(50_000, |head| {
                     offered.push(head.len());
