@@ -14,8 +14,9 @@ use crate::model::{ModelDescriptor, ProxyModel};
 use crate::project::Project;
 use crate::routing::Routes;
 use crate::session::{Ended, Event, Session, SessionOptions};
+use crate::transport::lines::write_queued;
 use crate::transport::queue::LineQueue;
-use crate::transport::{LineReader, stdio, write_lines};
+use crate::transport::{LineReader, stdio};
 use crate::upstream::Upstream;
 
 /// A proxy between one MCP client and one upstream server.
@@ -211,6 +212,8 @@ impl Proxy {
         }
         let (events_tx, events) = mpsc::channel(256);
         let (to_client, client_queue) = LineQueue::new(self.options.client_queue_bytes);
+        // The stdio front writes answers cut through as they arrive.
+        let to_client = to_client.taking_tails();
         let session = Session::start(
             self.server,
             self.options.clone(),
@@ -219,7 +222,7 @@ impl Proxy {
             self.project,
             crate::auth::Identity::local_user(),
         )?;
-        let writer = tokio::spawn(write_lines(output, client_queue));
+        let writer = tokio::spawn(write_queued(output, client_queue));
         let max = self.options.max_message_bytes;
         let grace = self.options.shutdown_grace;
         let reader = tokio::spawn(async move {

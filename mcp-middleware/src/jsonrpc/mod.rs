@@ -277,6 +277,14 @@ pub fn head_of(prefix: &[u8]) -> (Option<String>, bool) {
     (id.filter(|id| is_valid_id(id)).map(str::to_owned), method)
 }
 
+/// Where the id is in the first bytes of a result still arriving (a line whose end is not
+/// read yet), when those bytes show a JSON-RPC 2.0 result with a valid id and no `method`:
+/// what the proxy needs to forward such an answer while it arrives (cut-through), with its
+/// id replaced. `None` for anything else, which is then read whole.
+pub(crate) fn result_head(prefix: &str) -> Option<Range<usize>> {
+    scan::result_head(prefix).filter(|range| is_valid_id(&prefix[range.clone()]))
+}
+
 /// Whether raw JSON is a valid JSON-RPC id: a well-formed string or number.
 fn is_valid_id(id: &str) -> bool {
     match id.as_bytes().first() {

@@ -113,6 +113,54 @@ pub(super) fn head(prefix: &str) -> (Option<&str>, bool) {
     (id, method)
 }
 
+/// Where the `id` of a result is in the head of a line still arriving: its byte range, when
+/// the top level shows `jsonrpc` (if at all) as `"2.0"`, a complete `id`, no `method`, and
+/// then a `result` whose value runs past the end of the prefix. Anything else (a `method`
+/// anywhere before, an escaped name, a result that already ended) is `None`: the line is read
+/// whole and judged by [`super::Message::parse`].
+pub(super) fn result_head(prefix: &str) -> Option<std::ops::Range<usize>> {
+    let bytes = prefix.as_bytes();
+    let mut at = skip_ws(bytes, 0);
+    if bytes.get(at) != Some(&b'{') {
+        return None;
+    }
+    at = skip_ws(bytes, at + 1);
+    let mut id = None;
+    loop {
+        if bytes.get(at) != Some(&b'"') {
+            return None;
+        }
+        let key_end = string_end(bytes, at)?;
+        let key = &prefix[at + 1..key_end - 1];
+        at = skip_ws(bytes, key_end);
+        if bytes.get(at) != Some(&b':') {
+            return None;
+        }
+        let start = skip_ws(bytes, at + 1);
+        if key == "result" {
+            // The result goes on past the prefix: this is the line to cut through.
+            return match value_end(bytes, start) {
+                Some(_) => None,
+                None if start < bytes.len() => id,
+                None => None,
+            };
+        }
+        let end = value_end(bytes, start).filter(|end| *end < bytes.len())?;
+        match key {
+            "id" if id.is_none() => id = Some(start..end),
+            "jsonrpc" if &prefix[start..end] == "\"2.0\"" => {}
+            "jsonrpc" | "id" | "method" | "error" | "params" => return None,
+            _ if key.contains('\\') => return None,
+            _ => {}
+        }
+        at = skip_ws(bytes, end);
+        match bytes.get(at) {
+            Some(b',') => at = skip_ws(bytes, at + 1),
+            _ => return None,
+        }
+    }
+}
+
 fn skip_ws(bytes: &[u8], mut at: usize) -> usize {
     while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(at) {
         at += 1;
@@ -188,6 +236,27 @@ mod tests {
         assert_eq!(found.id, Some(r#""x\"y""#));
         assert_eq!(found.jsonrpc, Some(r#""2.0""#));
         assert_eq!(found.method, None);
+    }
+
+    #[test]
+    fn finds_the_id_of_a_result_still_arriving_and_nothing_else() {
+        let head = r#"{"jsonrpc" : "2.0", "id" : 7, "x": [1], "result":{"text":"xxx"#;
+        assert_eq!(result_head(head).map(|r| &head[r]), Some("7"));
+        let head = r#"{"id":"a\"b","result":"xx"#;
+        assert_eq!(result_head(head).map(|r| &head[r]), Some(r#""a\"b""#));
+        for head in [
+            r#"{"result":{"text":"xxx"#,
+            r#"{"id":1,"method":"x","result":{"#,
+            r#"{"id":1,"result":{}, "x":"#,
+            r#"{"jsonrpc":"1.0","id":1,"result":{"#,
+            r#"{"id":1,"id":2,"result":{"#,
+            r#"{"id":1,"error":{"#,
+            r#"{"id":1,"result":"#,
+            r#"{"i\u0064":1,"result":{"#,
+            r#"{"id":1"#,
+        ] {
+            assert_eq!(result_head(head), None, "{head}");
+        }
     }
 
     #[test]

@@ -75,7 +75,7 @@ use crate::project::Project;
 use crate::transport::Frame;
 use crate::transport::outbound::Belongs;
 use crate::transport::queue::LineQueue;
-use crate::upstream::{Order, Outlet, Replay, Upstream, UpstreamEvent, UpstreamLink};
+use crate::upstream::{AnswerTail, Order, Outlet, Replay, Upstream, UpstreamEvent, UpstreamLink};
 
 /// Settings of a proxy session.
 #[derive(Debug, Clone)]
@@ -469,6 +469,11 @@ impl Session {
                                 self.on_upstream_line(&line, Some(&request));
                             }
                         }
+                        UpstreamEvent::Streamed { generation, uid, head, tail } => {
+                            if generation == self.generation {
+                                self.on_upstream_streamed(uid, head, tail);
+                            }
+                        }
                         UpstreamEvent::Closed { generation, how } => {
                             if generation == self.generation {
                                 self.on_upstream_closed(&how);
@@ -822,6 +827,7 @@ impl Session {
         if self.chain.observed() {
             self.hooks.observe_start(uid, method, params);
         }
+        self.allow_cut_through(uid, method, bridged, &client_id);
         self.pending.insert(
             uid,
             Pending::Client {
@@ -927,6 +933,7 @@ impl Session {
                     tracing::debug!(%request_id, "client cancelled a request that is not pending");
                     return;
                 };
+                self.forget_cut_through(uid);
                 self.observe_end(uid, Outcome::Cancelled, None);
                 let new_params = rewrite(Value::from(uid));
                 splice(line, &[(range_in(line, params), new_params.as_str())])
@@ -1056,8 +1063,57 @@ impl Session {
         }
     }
 
+    /// Lets the answer to raw client request `uid` go to the client while it arrives
+    /// (`transport/cut_through.rs`) when nothing here needs to see it whole: no observer, no
+    /// request tap, no era bridging, not a handshake answer the session keeps, and a client
+    /// transport that takes streamed lines (stdio).
+    fn allow_cut_through(&self, uid: u64, method: &str, bridged: bool, client_id: &str) {
+        if bridged
+            || self.chain.observed()
+            || self.options.request_tap.is_some()
+            || matches!(method, "initialize" | "server/discover")
+            || !self.to_client.takes_tails()
+        {
+            return;
+        }
+        if let UpstreamState::Up(link) = &self.upstream
+            && let Some(cut) = link.cut_through()
+        {
+            cut.allow(uid, client_id.into());
+        }
+    }
+
+    /// The answer to `uid` is no longer to be cut through (answered, cancelled, expired).
+    fn forget_cut_through(&self, uid: u64) {
+        if let UpstreamState::Up(link) = &self.upstream
+            && let Some(cut) = link.cut_through()
+        {
+            cut.forget(uid);
+        }
+    }
+
+    /// The start of an answer the upstream's reader cuts through: queued for the client with
+    /// its tail while its request is pending; dropped when it is not (cancelled or timed out
+    /// meanwhile: the client already has its error), which lets the reader skip the rest.
+    fn on_upstream_streamed(&mut self, uid: u64, head: String, tail: AnswerTail) {
+        match self.pending.remove(uid) {
+            Some(Pending::Client { id, .. }) => {
+                let _ = self
+                    .to_client
+                    .send_with_tail(head, tail.0, Belongs::Response(id));
+            }
+            Some(other) => {
+                self.pending.insert(uid, other);
+            }
+            None => {}
+        }
+    }
+
     fn on_upstream_response(&mut self, line: &str, id: &str, outcome: Result<&str, &str>) {
         let uid = id.parse::<u64>().ok();
+        if let Some(uid) = uid {
+            self.forget_cut_through(uid);
+        }
         if let Some(waiter) = uid.and_then(|uid| {
             (!self.pending.contains(uid))
                 .then(|| self.upstream_end.take(uid))
@@ -1307,6 +1363,7 @@ impl Session {
             ));
         }
         for (uid, pending) in expired {
+            self.forget_cut_through(uid);
             match pending {
                 Pending::Client { id, method, .. } => {
                     let message = format!(

@@ -7,6 +7,8 @@
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use super::cut_through::{Tail, TailPiece};
+
 /// What [`LineReader::next_line`] read.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Frame {
@@ -49,6 +51,39 @@ pub struct LineReader<R> {
     /// How long the last line handed over as the buffer itself was: a line that outgrows
     /// the first read chunk gets room for that much at once.
     hint: usize,
+    /// The line being handed out in parts ([`LineReader::next_part`]): how many bytes of it
+    /// went out so far.
+    streaming: Option<usize>,
+    /// Whether the line being read was offered to a claim and declined: it is not offered
+    /// again.
+    declined: bool,
+}
+
+/// What [`LineReader::next_piece`] read.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Piece {
+    /// A whole frame, as [`LineReader::next_line`] gives it.
+    Frame(Frame),
+    /// The first bytes of a long line its caller claimed: the rest comes from
+    /// [`LineReader::next_part`].
+    Head(Vec<u8>),
+}
+
+/// What [`LineReader::next_part`] read of a line handed out in parts.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// More of the line.
+    More(Vec<u8>),
+    /// The line's last bytes, without its `\n`.
+    Last(Vec<u8>),
+    /// The line went past the limit after `len` bytes: its rest is discarded (the next
+    /// [`LineReader::next_piece`] ends with [`Frame::TooLong`] at its end).
+    TooLong {
+        /// How many bytes of it were handed out.
+        len: usize,
+    },
+    /// The stream ended inside the line.
+    Eof,
 }
 
 /// What is kept of an over-long line while the rest of it is read and thrown away.
@@ -83,6 +118,8 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             max_len,
             discarding: None,
             hint: 0,
+            streaming: None,
+            declined: false,
         }
     }
 
@@ -94,32 +131,71 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     /// The next frame, or `None` at the end of the stream. Empty lines are skipped. A last line
     /// without a trailing newline is still returned.
     pub async fn next_line(&mut self) -> std::io::Result<Option<Frame>> {
+        match self.next_piece(CLAIM_NONE, |_| false).await? {
+            Some(Piece::Frame(frame)) => Ok(Some(frame)),
+            Some(Piece::Head(_)) | None => Ok(None),
+        }
+    }
+
+    /// Like [`next_line`](Self::next_line), but a line that has grown past `claim_at` bytes
+    /// without its end (and is within the limit) is offered once to `claim`, with its first
+    /// bytes; a line claimed is handed out as [`Piece::Head`] with what has been read of it,
+    /// and its rest by [`next_part`](Self::next_part) until that says it ended. Not cancel
+    /// safe once a head is out: the parts must be read.
+    pub(crate) async fn next_piece(
+        &mut self,
+        claim_at: usize,
+        mut claim: impl FnMut(&[u8]) -> bool,
+    ) -> std::io::Result<Option<Piece>> {
+        debug_assert!(
+            self.streaming.is_none(),
+            "the parts of a line were not read"
+        );
         loop {
             let unread = &self.buf[self.start + self.scanned..];
             if let Some(at) = memchr::memchr(b'\n', unread) {
                 let end = self.start + self.scanned + at;
                 let line = self.take(end, end + 1);
                 if let Some(discarding) = self.discarding.take() {
-                    return Ok(Some(Frame::TooLong {
+                    return Ok(Some(Piece::Frame(Frame::TooLong {
                         len: discarding.seen + line.len(),
                         id: discarding.id,
                         has_method: discarding.has_method,
-                    }));
+                    })));
                 }
                 if line.len() > self.max_len {
                     let (id, has_method) = head(&line);
-                    return Ok(Some(Frame::TooLong {
+                    return Ok(Some(Piece::Frame(Frame::TooLong {
                         len: line.len(),
                         id,
                         has_method,
-                    }));
+                    })));
                 }
                 match frame(line) {
-                    Some(frame) => return Ok(Some(frame)),
+                    Some(frame) => return Ok(Some(Piece::Frame(frame))),
                     None => continue,
                 }
             }
             self.scanned = self.buf.len() - self.start;
+            if self.discarding.is_none()
+                && !self.declined
+                && self.scanned >= claim_at
+                && self.scanned <= self.max_len
+            {
+                if claim(&self.buf[self.start..]) {
+                    let head = if self.start == 0 {
+                        std::mem::take(&mut self.buf)
+                    } else {
+                        let head = self.buf[self.start..].to_vec();
+                        self.buf.clear();
+                        head
+                    };
+                    (self.start, self.scanned) = (0, 0);
+                    self.streaming = Some(head.len());
+                    return Ok(Some(Piece::Head(head)));
+                }
+                self.declined = true;
+            }
             if let Some(discarding) = self.discarding.as_mut() {
                 discarding.seen += self.scanned;
                 self.buf.clear();
@@ -157,18 +233,18 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             if self.inner.read_buf(&mut self.buf).await? == 0 {
                 let end = self.buf.len();
                 if let Some(discarding) = self.discarding.take() {
-                    return Ok(Some(Frame::TooLong {
+                    return Ok(Some(Piece::Frame(Frame::TooLong {
                         len: discarding.seen,
                         id: discarding.id,
                         has_method: discarding.has_method,
-                    }));
+                    })));
                 }
                 if self.start == end {
                     return Ok(None);
                 }
                 let line = self.take(end, end);
                 if let Some(frame) = frame(line) {
-                    return Ok(Some(frame));
+                    return Ok(Some(Piece::Frame(frame)));
                 }
                 return Ok(None);
             }
@@ -191,13 +267,80 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             line
         };
         self.scanned = 0;
+        self.declined = false;
         if self.start >= self.buf.len() {
             self.buf.clear();
             self.start = 0;
         }
         line
     }
+
+    /// The next part of the line handed out as [`Piece::Head`]: what is buffered of it, or the
+    /// next read. The limit still holds: past it the line is discarded ([`Part::TooLong`]).
+    pub(crate) async fn next_part(&mut self) -> std::io::Result<Part> {
+        let Some(sent) = self.streaming else {
+            return Ok(Part::Eof);
+        };
+        loop {
+            if self.start < self.buf.len() {
+                let unread = &self.buf[self.start..];
+                let (end, next) = match memchr::memchr(b'\n', unread) {
+                    Some(at) => (self.start + at, Some(self.start + at + 1)),
+                    None => (self.buf.len(), None),
+                };
+                let len = end - self.start;
+                if sent + len > self.max_len {
+                    self.streaming = None;
+                    match next {
+                        Some(next) => self.start = next,
+                        None => {
+                            self.discarding = Some(Discarding {
+                                seen: sent + len,
+                                id: None,
+                                has_method: false,
+                            });
+                            self.buf.clear();
+                            self.start = 0;
+                        }
+                    }
+                    self.scanned = 0;
+                    return Ok(Part::TooLong { len: sent });
+                }
+                let part = self.buf[self.start..end].to_vec();
+                return Ok(match next {
+                    Some(next) => {
+                        self.start = next;
+                        self.scanned = 0;
+                        self.streaming = None;
+                        if self.start >= self.buf.len() {
+                            self.buf.clear();
+                            self.start = 0;
+                        }
+                        Part::Last(part)
+                    }
+                    None => {
+                        self.buf.clear();
+                        self.start = 0;
+                        self.streaming = Some(sent + len);
+                        Part::More(part)
+                    }
+                });
+            }
+            self.buf.clear();
+            self.start = 0;
+            if self.buf.capacity() < 4 * READ_CHUNK {
+                self.buf.reserve_exact(4 * READ_CHUNK);
+            }
+            if self.inner.read_buf(&mut self.buf).await? == 0 {
+                self.streaming = None;
+                return Ok(Part::Eof);
+            }
+        }
+    }
 }
+
+/// `claim_at` that never offers a line.
+const CLAIM_NONE: usize = usize::MAX;
 
 /// A line as a frame: without its `\r`, checked to be UTF-8; `None` if it is blank.
 fn frame(mut line: Vec<u8>) -> Option<Frame> {
@@ -218,9 +361,30 @@ fn frame(mut line: Vec<u8>) -> Option<Frame> {
 /// Writes each queued line followed by `\n` until the queue closes, then flushes and shuts the
 /// writer down. Lines already queued are written together, so a burst costs one write. Each
 /// line is dropped as soon as it is written (or copied into the next write).
-pub async fn write_lines<W, L>(
+pub async fn write_lines<W, L>(writer: W, queue: UnboundedReceiver<L>) -> std::io::Result<()>
+where
+    W: AsyncWrite + Unpin,
+    L: AsRef<[u8]>,
+{
+    write_out(writer, queue, |_| None).await
+}
+
+/// [`write_lines`] for a queue that may hold lines cut through: such a line's head is
+/// written, then its tail as it arrives, before the lines queued after it.
+pub(crate) async fn write_queued<W>(
+    writer: W,
+    queue: UnboundedReceiver<super::queue::Queued>,
+) -> std::io::Result<()>
+where
+    W: AsyncWrite + Unpin,
+{
+    write_out(writer, queue, super::queue::Queued::take_tail).await
+}
+
+async fn write_out<W, L>(
     mut writer: W,
     mut queue: UnboundedReceiver<L>,
+    tail_of: impl Fn(&mut L) -> Option<Tail>,
 ) -> std::io::Result<()>
 where
     W: AsyncWrite + Unpin,
@@ -232,20 +396,30 @@ where
     let mut buf: Vec<u8> = Vec::new();
     while let Some(first) = queue.recv().await {
         let mut next = Some(first);
-        while let Some(line) = next.take() {
+        while let Some(mut line) = next.take() {
+            let tail = tail_of(&mut line);
             let bytes = line.as_ref();
-            if bytes.len() >= GATHER {
+            if let Some(tail) = tail {
+                if !buf.is_empty() {
+                    writer.write_all(&buf).await?;
+                    buf.clear();
+                }
+                writer.write_all(bytes).await?;
+                drop(line);
+                write_tail(&mut writer, tail).await?;
+            } else if bytes.len() >= GATHER {
                 if !buf.is_empty() {
                     writer.write_all(&buf).await?;
                     buf.clear();
                 }
                 writer.write_all(bytes).await?;
                 writer.write_all(b"\n").await?;
+                drop(line);
             } else {
                 buf.extend_from_slice(bytes);
                 buf.push(b'\n');
+                drop(line);
             }
-            drop(line);
             if buf.len() < GATHER {
                 next = queue.try_recv().ok();
             }
@@ -257,6 +431,28 @@ where
         writer.flush().await?;
     }
     writer.shutdown().await
+}
+
+/// Writes the rest of a line cut through as it arrives, and its end. A tail that stops
+/// without saying so (its reader is gone) still gets its line ended, so what follows is a
+/// line of its own.
+async fn write_tail<W: AsyncWrite + Unpin>(writer: &mut W, mut tail: Tail) -> std::io::Result<()> {
+    while let Some(piece) = tail.recv().await {
+        match piece {
+            TailPiece::Part(text) => {
+                writer.write_all(text.as_bytes()).await?;
+                // The client sees each part as it comes: that is the point of cutting through.
+                writer.flush().await?;
+            }
+            TailPiece::End => break,
+            TailPiece::Abort(message) => {
+                writer.write_all(b"\n").await?;
+                writer.write_all(message.as_bytes()).await?;
+                break;
+            }
+        }
+    }
+    writer.write_all(b"\n").await
 }
 
 #[cfg(test)]
@@ -406,6 +602,132 @@ mod tests {
                 },
                 Frame::Line("end".into()),
             ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_claimed_long_line_comes_out_as_its_head_and_parts_within_the_limit() {
+        let long = format!("{{\"id\":1,\"result\":\"{}\"}}", "y".repeat(100_000));
+        let input = format!("short\n{long}\nafter\n{}\nend\n", "z".repeat(300_000));
+        let mut reader = LineReader::new(tokio_test_reader(input.as_bytes()), 200_000);
+        let mut offered = Vec::new();
+        let next = async |reader: &mut LineReader<_>, offered: &mut Vec<usize>| {
+            reader
+                .next_piece(50_000, |head| {
+                    offered.push(head.len());
+                    head.starts_with(b"{")
+                })
+                .await
+                .unwrap()
+        };
+        assert_eq!(
+            next(&mut reader, &mut offered).await,
+            Some(Piece::Frame(Frame::Line("short".into())))
+        );
+        let Some(Piece::Head(head)) = next(&mut reader, &mut offered).await else {
+            panic!("the long line is claimed");
+        };
+        assert!(head.len() >= 50_000 && offered.len() == 1);
+        let mut line = head;
+        loop {
+            match reader.next_part().await.unwrap() {
+                Part::More(part) => line.extend_from_slice(&part),
+                Part::Last(part) => {
+                    line.extend_from_slice(&part);
+                    break;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(line, long.as_bytes());
+        assert_eq!(
+            next(&mut reader, &mut offered).await,
+            Some(Piece::Frame(Frame::Line("after".into())))
+        );
+        // Declined ("z" does not start with "{"): offered once, then held and refused whole.
+        assert_eq!(
+            next(&mut reader, &mut offered).await,
+            Some(Piece::Frame(Frame::TooLong {
+                len: 300_000,
+                id: None,
+                has_method: false
+            }))
+        );
+        assert_eq!(offered.len(), 2);
+        assert_eq!(
+            next(&mut reader, &mut offered).await,
+            Some(Piece::Frame(Frame::Line("end".into())))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_claimed_line_past_the_limit_is_cut_and_the_reader_goes_on() {
+        let input = format!("{}\nok\n{}", "a".repeat(300_000), "b".repeat(100_000));
+        let mut reader = LineReader::new(tokio_test_reader(input.as_bytes()), 200_000);
+        let Some(Piece::Head(head)) = reader.next_piece(10_000, |_| true).await.unwrap() else {
+            panic!("claimed");
+        };
+        let mut sent = head.len();
+        let cut = loop {
+            match reader.next_part().await.unwrap() {
+                Part::More(part) => sent += part.len(),
+                Part::TooLong { len } => break len,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(cut, sent);
+        assert!(sent <= 200_000);
+        assert_eq!(
+            reader.next_piece(10_000, |_| false).await.unwrap(),
+            Some(Piece::Frame(Frame::TooLong {
+                len: 300_000,
+                id: None,
+                has_method: false
+            }))
+        );
+        assert_eq!(
+            reader.next_piece(10_000, |_| false).await.unwrap(),
+            Some(Piece::Frame(Frame::Line("ok".into())))
+        );
+        let Some(Piece::Head(_)) = reader.next_piece(10_000, |_| true).await.unwrap() else {
+            panic!("claimed");
+        };
+        while let Part::More(_) = reader.next_part().await.unwrap() {}
+        assert_eq!(reader.next_part().await.unwrap(), Part::Eof);
+    }
+
+    #[tokio::test]
+    async fn a_tail_is_written_before_what_was_queued_after_it_and_an_abort_ends_its_line() {
+        use crate::transport::outbound::Belongs;
+        use crate::transport::queue::LineQueue;
+        let (queue, rx) = LineQueue::new(usize::MAX);
+        let queue = queue.taking_tails();
+        let (tx, tail) = tokio::sync::mpsc::channel(2);
+        queue.send("first".into()).unwrap();
+        queue
+            .send_with_tail("head-".into(), tail, Belongs::Unsaid)
+            .unwrap();
+        queue.send("after".into()).unwrap();
+        let (tx2, tail2) = tokio::sync::mpsc::channel(2);
+        queue
+            .send_with_tail("cut-".into(), tail2, Belongs::Unsaid)
+            .unwrap();
+        drop(queue);
+        let feeder = tokio::spawn(async move {
+            tx.send(TailPiece::Part("middle-".into())).await.unwrap();
+            tx.send(TailPiece::Part("end".into())).await.unwrap();
+            tx.send(TailPiece::End).await.unwrap();
+            tx2.send(TailPiece::Part("so-far".into())).await.unwrap();
+            tx2.send(TailPiece::Abort("{\"error\":1}".into()))
+                .await
+                .unwrap();
+        });
+        let mut out = Vec::new();
+        write_queued(&mut out, rx).await.unwrap();
+        feeder.await.unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "first\nhead-middle-end\nafter\ncut-so-far\n{\"error\":1}\n"
         );
     }
 

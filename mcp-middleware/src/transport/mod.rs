@@ -2,6 +2,7 @@
 //!
 //! A transport only frames messages; it knows nothing of MCP. The session above it sees lines.
 
+pub(crate) mod cut_through;
 pub mod lines;
 pub(crate) mod outbound;
 pub(crate) mod queue;

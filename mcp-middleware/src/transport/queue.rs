@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Notify;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender, error::SendError};
 
+use super::cut_through::Tail;
 use super::outbound::Belongs;
 
 /// How many bytes are waiting for one peer, against a limit.
@@ -95,6 +96,9 @@ pub(crate) struct Queued {
     ticket: Ticket,
     /// What the sender said the line belongs to.
     belongs: Belongs,
+    /// The rest of the line, when `line` is only its head (cut-through): only on a queue
+    /// whose writer takes tails ([`LineQueue::takes_tails`]).
+    tail: Option<Tail>,
 }
 
 impl Queued {
@@ -114,9 +118,16 @@ impl Queued {
             line,
             ticket,
             belongs,
+            tail,
         } = self;
         drop(ticket);
+        debug_assert!(tail.is_none(), "a tail on a queue that takes none");
         (line, belongs)
+    }
+
+    /// The rest of the line, when this is the head of a line cut through.
+    pub(crate) fn take_tail(&mut self) -> Option<Tail> {
+        self.tail.take()
     }
 }
 
@@ -131,6 +142,8 @@ impl AsRef<[u8]> for Queued {
 pub(crate) struct LineQueue {
     tx: UnboundedSender<Queued>,
     gauge: Arc<Gauge>,
+    /// Whether the writer draining this queue writes tails of lines cut through.
+    tails: bool,
 }
 
 impl LineQueue {
@@ -141,6 +154,7 @@ impl LineQueue {
             Self {
                 tx,
                 gauge: Gauge::new(limit),
+                tails: false,
             },
             rx,
         )
@@ -150,7 +164,47 @@ impl LineQueue {
     /// writer and a queue it forwards to shows the writer the backlog of the queue behind it.
     pub(crate) fn sharing(gauge: Arc<Gauge>) -> (Self, UnboundedReceiver<Queued>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (Self { tx, gauge }, rx)
+        (
+            Self {
+                tx,
+                gauge,
+                tails: false,
+            },
+            rx,
+        )
+    }
+
+    /// The same queue, drained by a writer that takes tails of lines cut through
+    /// ([`write_queued`](super::lines::write_queued)).
+    pub(crate) fn taking_tails(mut self) -> Self {
+        self.tails = true;
+        self
+    }
+
+    /// Whether the queue's writer takes tails: a line may be queued as its head and a tail.
+    pub(crate) fn takes_tails(&self) -> bool {
+        self.tails
+    }
+
+    /// Queues the head of a line and its tail, which the writer writes as it comes before
+    /// anything queued after it. The head is counted; the tail is bounded by its channel.
+    /// Only for a queue that [`takes_tails`](Self::takes_tails).
+    pub(crate) fn send_with_tail(
+        &self,
+        head: String,
+        tail: Tail,
+        belongs: Belongs,
+    ) -> Result<(), SendError<String>> {
+        debug_assert!(self.tails, "a tail on a queue that takes none");
+        let ticket = self.gauge.ticket(head.len());
+        self.tx
+            .send(Queued {
+                line: head,
+                ticket,
+                belongs,
+                tail: Some(tail),
+            })
+            .map_err(|SendError(queued)| SendError(queued.line))
     }
 
     /// Queues one line (counted with its newline). Fails only when the receiver is gone.
@@ -170,6 +224,7 @@ impl LineQueue {
                 line,
                 ticket,
                 belongs,
+                tail: None,
             })
             .map_err(|SendError(queued)| SendError(queued.into_line()))
     }

@@ -1,11 +1,13 @@
 //! [`UpstreamLink`]: a running upstream of any kind, as the session holds it (the queue to its
 //! input and the task that reads it and reports [`UpstreamEvent`](super::UpstreamEvent)s).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::transport::cut_through::CutThrough;
 use crate::transport::queue::{Gauge, LineQueue};
 
 /// A running upstream: the queue to its input and the task reading its output (a child's
@@ -17,6 +19,9 @@ pub(crate) struct UpstreamLink {
     /// A server set's merger takes a new set here and reshapes itself server by server
     /// (`set.rs`); `None` for one server.
     reshape: Option<mpsc::UnboundedSender<super::ServerSet>>,
+    /// The requests whose answers this upstream's reader may cut through to the client
+    /// (`transport/cut_through.rs`); `None` where the reader does not cut through.
+    cut_through: Option<Arc<CutThrough>>,
 }
 
 impl UpstreamLink {
@@ -25,7 +30,19 @@ impl UpstreamLink {
             outgoing,
             task,
             reshape: None,
+            cut_through: None,
         }
+    }
+
+    /// The link to an upstream whose reader cuts through the answers `table` allows.
+    pub(crate) fn with_cut_through(mut self, table: Arc<CutThrough>) -> Self {
+        self.cut_through = Some(table);
+        self
+    }
+
+    /// The requests whose answers the reader may cut through, when it does.
+    pub(crate) fn cut_through(&self) -> Option<&Arc<CutThrough>> {
+        self.cut_through.as_ref()
     }
 
     /// The link to a server set's merger, which takes new sets on `reshape`.

@@ -35,7 +35,7 @@ pub(crate) use link::UpstreamLink;
 pub(crate) use outlet::{AnswerTap, Order, Outlet};
 pub(crate) use replay::Replay;
 pub use set::ServerSet;
-pub use stdio::{StdioServer, UpstreamEvent};
+pub use stdio::{AnswerTail, StdioServer, UpstreamEvent};
 pub use token_exchange::TokenExchange;
 
 /// What a proxy talks to: one server, or several served as one.

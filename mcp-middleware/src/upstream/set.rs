@@ -1068,6 +1068,9 @@ impl Merger {
                     self.on_child_closed(index, &how).await;
                 }
             }
+            // A set allows no cut-through (its merger reads every answer), so its servers'
+            // readers stream nothing; dropping one would drop its answer.
+            UpstreamEvent::Streamed { .. } => {}
         }
     }
 

@@ -14,6 +14,12 @@ use super::environment::EnvPolicy;
 use super::link::UpstreamLink;
 use super::parent_death;
 use crate::error::UpstreamError;
+use std::sync::Arc;
+
+use crate::transport::cut_through::{
+    CUT_AT, CUT_MIN_LIMIT, Claimed, CutThrough, TAIL_PIECES, Tail, TailPiece, Utf8Pieces,
+};
+use crate::transport::lines::{Part, Piece};
 use crate::transport::queue::LineQueue;
 use crate::transport::{Frame, LineReader, write_lines};
 
@@ -172,8 +178,21 @@ impl StdioServer {
             }
         });
         let reader = LineReader::new(stdout, max_line);
-        let task = tokio::spawn(read_upstream(name, child, reader, generation, events));
-        Ok(UpstreamLink::new(outgoing, task))
+        // Small limits mean small messages only: every line is then checked whole.
+        let cut = (max_line >= CUT_MIN_LIMIT).then(Arc::<CutThrough>::default);
+        let task = tokio::spawn(read_upstream(
+            name,
+            child,
+            reader,
+            generation,
+            events,
+            cut.clone(),
+        ));
+        let link = UpstreamLink::new(outgoing, task);
+        Ok(match cut {
+            Some(cut) => link.with_cut_through(cut),
+            None => link,
+        })
     }
 }
 
@@ -230,6 +249,11 @@ impl fmt::Display for StdioServer {
     }
 }
 
+/// The rest of an answer being cut through ([`UpstreamEvent::Streamed`]), as it arrives.
+/// Opaque: the session hands it to the client's writer.
+#[derive(Debug)]
+pub struct AnswerTail(pub(crate) Tail);
+
 /// What an upstream connection reports to its session.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -252,6 +276,20 @@ pub enum UpstreamEvent {
         /// The id of the request whose stream carried it, as raw JSON.
         request: Box<str>,
     },
+    /// The start of an answer still arriving, which the reader cut through
+    /// (`transport/cut_through.rs`): `head` is its first bytes with the client's id in place,
+    /// `tail` the rest as it comes. Dropping it drops the answer (its rest is read and
+    /// discarded).
+    Streamed {
+        /// Which start of the server wrote it.
+        generation: u64,
+        /// The upstream id of the request it answers.
+        uid: u64,
+        /// The first bytes, with the id the client knows the request by.
+        head: String,
+        /// The rest of the line.
+        tail: AnswerTail,
+    },
     /// The server closed its stdout (it exited or is about to).
     Closed {
         /// Which start of the server closed.
@@ -267,10 +305,42 @@ async fn read_upstream<E: From<UpstreamEvent> + Send + 'static>(
     mut reader: LineReader<tokio::process::ChildStdout>,
     generation: u64,
     events: mpsc::Sender<E>,
+    cut: Option<Arc<CutThrough>>,
 ) {
     loop {
-        match reader.next_line().await {
-            Ok(Some(Frame::Line(line))) => {
+        let mut claimed = None;
+        let piece = match &cut {
+            Some(cut) => {
+                reader
+                    .next_piece(CUT_AT, |head| {
+                        claimed = cut.claim(head);
+                        claimed.is_some()
+                    })
+                    .await
+            }
+            None => reader
+                .next_line()
+                .await
+                .map(|frame| frame.map(Piece::Frame)),
+        };
+        let frame = match piece {
+            Ok(Some(Piece::Frame(frame))) => frame,
+            Ok(Some(Piece::Head(head))) => {
+                let Some(claimed) = claimed else { break };
+                match cut_through(&name, &mut reader, head, claimed, generation, &events).await {
+                    Streamed::Done => continue,
+                    Streamed::SessionGone => return,
+                    Streamed::UpstreamEnded => break,
+                }
+            }
+            Ok(None) => break,
+            Err(err) => {
+                tracing::warn!(server = %name, %err, "reading the upstream's stdout failed");
+                break;
+            }
+        };
+        match frame {
+            Frame::Line(line) => {
                 if events
                     .send(UpstreamEvent::Line { generation, line }.into())
                     .await
@@ -279,22 +349,20 @@ async fn read_upstream<E: From<UpstreamEvent> + Send + 'static>(
                     return;
                 }
             }
-            Ok(Some(Frame::TooLong {
+            Frame::TooLong {
                 len,
                 id,
                 has_method,
-            })) => {
+            } => {
                 tracing::warn!(server = %name, len, "upstream wrote a line over the size limit; dropped it");
                 // A response the client cannot be given: it gets an error in its place now,
                 // rather than waiting for the request timeout.
                 if let Some(id) = id.filter(|_| !has_method) {
-                    let message = format!(
-                        "upstream `{name}` answered with a message of {len} bytes, over the \
-                         proxy's limit of {max} bytes (max_message_bytes)",
-                        max = reader.max_len()
+                    let line = crate::jsonrpc::error(
+                        Some(&id),
+                        crate::jsonrpc::INTERNAL_ERROR,
+                        &over_limit(&name, len, reader.max_len()),
                     );
-                    let line =
-                        crate::jsonrpc::error(Some(&id), crate::jsonrpc::INTERNAL_ERROR, &message);
                     if events
                         .send(UpstreamEvent::Line { generation, line }.into())
                         .await
@@ -304,13 +372,8 @@ async fn read_upstream<E: From<UpstreamEvent> + Send + 'static>(
                     }
                 }
             }
-            Ok(Some(Frame::NotUtf8 { at })) => {
+            Frame::NotUtf8 { at } => {
                 tracing::warn!(server = %name, at, "upstream wrote a line that is not UTF-8; dropped it");
-            }
-            Ok(None) => break,
-            Err(err) => {
-                tracing::warn!(server = %name, %err, "reading the upstream's stdout failed");
-                break;
             }
         }
     }
@@ -327,6 +390,142 @@ async fn read_upstream<E: From<UpstreamEvent> + Send + 'static>(
     let _ = events
         .send(UpstreamEvent::Closed { generation, how }.into())
         .await;
+}
+
+fn over_limit(name: &str, len: usize, max: usize) -> String {
+    format!(
+        "upstream `{name}` answered with a message of {len} bytes, over the proxy's limit of \
+         {max} bytes (max_message_bytes)"
+    )
+}
+
+/// How cutting a line through ended.
+enum Streamed {
+    /// The line ended (whole, or cut short with an error for its request); reading goes on.
+    Done,
+    /// The session is gone.
+    SessionGone,
+    /// The upstream closed its stdout inside the line (its request got an error).
+    UpstreamEnded,
+}
+
+/// Forwards a claimed answer while it arrives: its head (with the client's id) to the
+/// session, which queues it for the client, and its rest piece by piece through a bounded
+/// channel to the client's writer. What cannot be completed (over the limit, not UTF-8, the
+/// upstream closing) is ended where it is and followed by an error for the request; an answer
+/// the session no longer wants is read to its end and dropped.
+async fn cut_through<E: From<UpstreamEvent> + Send + 'static>(
+    name: &str,
+    reader: &mut LineReader<tokio::process::ChildStdout>,
+    head: Vec<u8>,
+    claimed: Claimed,
+    generation: u64,
+    events: &mpsc::Sender<E>,
+) -> Streamed {
+    let Claimed { uid, client_id, id } = claimed;
+    let mut utf8 = Utf8Pieces::default();
+    let mut spliced = Vec::with_capacity(head.len() + client_id.len());
+    spliced.extend_from_slice(&head[..id.start]);
+    spliced.extend_from_slice(client_id.as_bytes());
+    spliced.extend_from_slice(&head[id.end..]);
+    drop(head);
+    let (tx, tail) = mpsc::channel(TAIL_PIECES);
+    let fail =
+        |why: String| crate::jsonrpc::error(Some(&client_id), crate::jsonrpc::INTERNAL_ERROR, &why);
+    let mut sink = Some(tx);
+    match utf8.text(spliced) {
+        Ok(head) => {
+            tracing::debug!(server = %name, uid, "cutting a large answer through");
+            let event = UpstreamEvent::Streamed {
+                generation,
+                uid,
+                head,
+                tail: AnswerTail(tail),
+            };
+            if events.send(event.into()).await.is_err() {
+                return Streamed::SessionGone;
+            }
+        }
+        Err(at) => {
+            tracing::warn!(server = %name, at, "upstream wrote a line that is not UTF-8; dropped it");
+            sink = None;
+            let line = fail(format!(
+                "upstream `{name}` answered with a message that is not UTF-8"
+            ));
+            if events
+                .send(UpstreamEvent::Line { generation, line }.into())
+                .await
+                .is_err()
+            {
+                return Streamed::SessionGone;
+            }
+        }
+    }
+    // Sends one piece; a tail nobody reads any more (the session dropped the answer) is let go
+    // and the line read to its end.
+    async fn give(sink: &mut Option<mpsc::Sender<TailPiece>>, piece: TailPiece) {
+        if let Some(tx) = sink.as_ref()
+            && tx.send(piece).await.is_err()
+        {
+            *sink = None;
+        }
+    }
+    loop {
+        let part = match reader.next_part().await {
+            Ok(part) => part,
+            Err(err) => {
+                tracing::warn!(server = %name, %err, "reading the upstream's stdout failed");
+                Part::Eof
+            }
+        };
+        match part {
+            // The answer is dropped: its rest is only read past.
+            Part::More(_) if sink.is_none() => {}
+            Part::Last(_) if sink.is_none() => return Streamed::Done,
+            Part::More(bytes) => match utf8.text(bytes) {
+                Ok(text) => give(&mut sink, TailPiece::Part(text)).await,
+                Err(at) => {
+                    tracing::warn!(server = %name, at, "upstream wrote a line that is not UTF-8; cut it short");
+                    let why =
+                        format!("upstream `{name}` answered with a message that is not UTF-8");
+                    give(&mut sink, TailPiece::Abort(fail(why))).await;
+                    sink = None;
+                }
+            },
+            Part::Last(bytes) => {
+                match utf8.text(bytes) {
+                    Ok(text) if !utf8.incomplete() => {
+                        give(&mut sink, TailPiece::Part(text)).await;
+                        give(&mut sink, TailPiece::End).await;
+                    }
+                    _ => {
+                        tracing::warn!(server = %name, "upstream wrote a line that is not UTF-8; cut it short");
+                        let why =
+                            format!("upstream `{name}` answered with a message that is not UTF-8");
+                        give(&mut sink, TailPiece::Abort(fail(why))).await;
+                    }
+                }
+                return Streamed::Done;
+            }
+            Part::TooLong { len } => {
+                tracing::warn!(server = %name, len, "upstream wrote a line over the size limit; cut it short");
+                let why = format!(
+                    "upstream `{name}` answered with a message of more than {max} bytes, over \
+                     the proxy's limit of {max} bytes (max_message_bytes); {len} bytes of it \
+                     had been forwarded",
+                    max = reader.max_len()
+                );
+                give(&mut sink, TailPiece::Abort(fail(why))).await;
+                return Streamed::Done;
+            }
+            Part::Eof => {
+                let why =
+                    format!("upstream `{name}` closed its output in the middle of its answer");
+                give(&mut sink, TailPiece::Abort(fail(why))).await;
+                return Streamed::UpstreamEnded;
+            }
+        }
+    }
 }
 
 fn describe_exit(status: ExitStatus) -> String {

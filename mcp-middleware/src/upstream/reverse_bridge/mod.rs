@@ -46,10 +46,16 @@ pub(crate) fn connect(
     // The session sees the backlog of the server's own queue (it refuses requests when the
     // server stops reading), not of this adapter's, which it empties at once.
     let (outgoing, mut from_session) = LineQueue::sharing(inner.queue().gauge().clone());
+    // The server's reader cuts answers through only while nothing here translates them.
+    let cut = inner.cut_through().cloned();
+    let outer_cut = cut.clone();
     let task = tokio::spawn(async move {
         let up = inner.queue();
         let mut bridge = Bridge::new(name, record);
         loop {
+            if let Some(cut) = &cut {
+                cut.set_open(bridge.is_transparent());
+            }
             tokio::select! {
                 queued = from_session.recv() => {
                     let Some(queued) = queued else {
@@ -105,7 +111,11 @@ pub(crate) fn connect(
             }
         }
     });
-    Ok(UpstreamLink::new(outgoing, task))
+    let link = UpstreamLink::new(outgoing, task);
+    Ok(match outer_cut {
+        Some(cut) => link.with_cut_through(cut),
+        None => link,
+    })
 }
 
 /// Sends one translated message on its way; false when the session is gone.
