@@ -141,6 +141,7 @@ mod tests {
         match event {
             UpstreamEvent::Line { line, .. } | UpstreamEvent::LineFor { line, .. } => line,
             UpstreamEvent::Closed { how, .. } => how,
+            UpstreamEvent::Streamed { head, .. } => head,
         }
     }
 
