@@ -20,6 +20,12 @@
 //! broke. A stream whose connection broke keeps collecting events until the client comes back
 //! or the request completes.
 //!
+//! With a shared store, request streams are numbered from the replica's tag (so an event id
+//! names the replica that served it), each event of a request stream is written to the shared
+//! event log before it is sent ([`Streams::take_held`]: the router writes, then releases), and
+//! a server request's id names this replica ([`relay`]) so that its answer, POSTed to any
+//! replica, comes back here.
+//!
 //! In a stateless session (2026-07-28 clients, shared by every client with the same key) the
 //! requests of different clients may carry the same ids and progress tokens: each request gets
 //! an id (and token) of the session's own on its way in, and the client's are put back on what
@@ -36,6 +42,8 @@ use super::event_store::{EventStore, StreamId};
 use super::reject::{Reject, SERVER_ERROR};
 use crate::jsonrpc::{self, Message, range_in, splice};
 use crate::session::Event;
+use crate::shared_store::events::{Appended, LoggedEvent};
+use crate::shared_store::relay::{self, ReplicaTag};
 use crate::transport::Frame;
 use crate::transport::outbound::Belongs;
 use crate::transport::queue::Gauge;
@@ -76,6 +84,38 @@ pub(crate) struct Streams {
     /// With a shared store: where a message for the standalone stream goes when no GET stream
     /// is attached here (the client may hold it on another replica).
     elsewhere: Option<Elsewhere>,
+    /// With a shared store: this replica's tag, and the request streams' events waiting to be
+    /// written to the shared event log before they are sent.
+    shared: Option<SharedEvents>,
+}
+
+struct SharedEvents {
+    tag: ReplicaTag,
+    held: Vec<Held>,
+}
+
+/// An event of a request stream, kept back until the shared event log has it.
+pub(crate) struct Held {
+    stream: StreamId,
+    event: LoggedEvent,
+    delivery: Delivery,
+    /// The connection the stream had when the event was made. A connection that replaces it
+    /// meanwhile gets the event by replay from the local store, so it is sent only here.
+    sink: Option<mpsc::UnboundedSender<Delivery>>,
+}
+
+impl Held {
+    /// What the shared event log keeps of it.
+    pub(crate) fn appended(&self) -> Appended {
+        (self.stream, self.event.clone())
+    }
+
+    /// Sends it to the client (if the connection is still there).
+    pub(crate) fn release(self) {
+        if let Some(sink) = self.sink {
+            let _ = sink.send(self.delivery);
+        }
+    }
 }
 
 /// Where [`Streams`] hands a message for a GET stream another replica holds.
@@ -154,7 +194,30 @@ impl Streams {
             session,
             backlog,
             elsewhere: None,
+            shared: None,
         }
+    }
+
+    /// From now on (before any request), the session's request streams are shared through
+    /// a store: numbered from this replica's `tag`, their events held until
+    /// [`take_held`](Self::take_held) has them written, and server requests' ids naming the
+    /// replica.
+    pub(crate) fn share_events(&mut self, tag: ReplicaTag) {
+        if self.next_stream == STANDALONE {
+            self.next_stream = tag.first_stream();
+        }
+        self.shared = Some(SharedEvents {
+            tag,
+            held: Vec::new(),
+        });
+    }
+
+    /// The events held for the shared event log since the last call, in order.
+    pub(crate) fn take_held(&mut self) -> Vec<Held> {
+        self.shared
+            .as_mut()
+            .map(|shared| std::mem::take(&mut shared.held))
+            .unwrap_or_default()
     }
 
     /// From now on, messages for the standalone stream go to `elsewhere` while no GET stream
@@ -431,6 +494,12 @@ impl Streams {
     /// again, and a request the upstream sent while serving a client request goes to that
     /// request's stream while it is open. What the session did not say is found by reading.
     pub(crate) fn route_record(&mut self, line: String, belongs: Belongs) {
+        let line = match (&self.shared, &belongs) {
+            (Some(shared), Belongs::During(_) | Belongs::Unsaid) => {
+                tag_server_request(shared.tag, line)
+            }
+            _ => line,
+        };
         match belongs {
             // A stateless session puts the client's own id back: that needs the line read.
             Belongs::Response(id) if !self.stateless => {
@@ -654,6 +723,35 @@ impl Streams {
         let Some(state) = self.streams.get_mut(&stream) else {
             return;
         };
+        if let Some(shared) = &mut self.shared
+            && stream != STANDALONE
+            && resumable
+        {
+            let request = state
+                .request
+                .as_ref()
+                .map_or_else(|| "null".into(), |r| r.client_id.clone());
+            shared.held.push(Held {
+                stream,
+                event: LoggedEvent {
+                    seq,
+                    last,
+                    request,
+                    line: line.to_string(),
+                },
+                delivery: Delivery {
+                    id,
+                    _held: Some(self.backlog.ticket(line.len())),
+                    line,
+                    last,
+                },
+                sink: state.sink.as_ref().map(|s| s.tx.clone()),
+            });
+            if last {
+                self.finish(stream);
+            }
+            return;
+        }
         if let Some(sink) = &state.sink {
             let held = Some(self.backlog.ticket(line.len()));
             if sink
@@ -787,11 +885,41 @@ impl Drop for StreamGuard {
     }
 }
 
-fn event_id(stream: StreamId, seq: u64) -> String {
+/// With a shared store: a server request's id (and the id an upstream's cancellation of one
+/// names) becomes one naming this replica, so its answer finds the way back here.
+fn tag_server_request(tag: ReplicaTag, line: String) -> String {
+    match Message::parse(&line) {
+        Ok(Message::Request { id, .. }) => {
+            let tagged = relay::encode(tag, id);
+            splice(&line, &[(range_in(&line, id), tagged.as_str())])
+        }
+        Ok(Message::Notification {
+            method,
+            params: Some(params),
+        }) if method == "notifications/cancelled" => {
+            let Ok(mut map) = serde_json::from_str::<Map<String, Value>>(params) else {
+                return line;
+            };
+            let Some(id) = map.get("requestId").map(Value::to_string) else {
+                return line;
+            };
+            map.insert("requestId".into(), Value::String(relay::tagged(tag, &id)));
+            match serde_json::to_string(&map) {
+                Ok(text) => splice(&line, &[(range_in(&line, params), text.as_str())]),
+                Err(_) => line,
+            }
+        }
+        _ => line,
+    }
+}
+
+/// The SSE id of event `seq` of `stream`.
+pub(crate) fn event_id(stream: StreamId, seq: u64) -> String {
     format!("{stream}-{seq}")
 }
 
-fn parse_event_id(text: &str) -> Option<(StreamId, u64)> {
+/// The stream and event number an SSE id names.
+pub(crate) fn parse_event_id(text: &str) -> Option<(StreamId, u64)> {
     let (stream, seq) = text.trim().split_once('-')?;
     Some((stream.parse().ok()?, seq.parse().ok()?))
 }

@@ -19,9 +19,13 @@
 //! Keys are namespaced per project (`mcpm:{project}:session:{id}`), so one Redis serves several
 //! projects; each key expires after the idle timeout, renewed by every request (a sliding TTL).
 
+pub(crate) mod events;
+#[cfg(feature = "redis")]
+mod events_redis;
 mod merge;
 #[cfg(feature = "redis")]
 mod redis;
+pub(crate) mod relay;
 pub(crate) mod sync;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -50,6 +54,8 @@ pub(crate) use merge::merge;
 #[derive(Clone)]
 pub struct SharedStore {
     pub(crate) backend: Arc<dyn Backend>,
+    /// The SSE event log and deliveries between replicas (`events`).
+    pub(crate) events: Arc<dyn events::EventLog>,
 }
 
 impl fmt::Debug for SharedStore {
@@ -75,8 +81,11 @@ impl SharedStore {
     #[cfg(feature = "redis")]
     pub async fn redis(url: &str, namespace: &str) -> Result<Self, StoreError> {
         let backend = redis::RedisBackend::connect(url, namespace).await?;
+        let events =
+            events_redis::RedisEvents::connect(url, namespace, relay::ReplicaTag::random())?;
         Ok(Self {
             backend: Arc::new(backend),
+            events: Arc::new(events),
         })
     }
 
