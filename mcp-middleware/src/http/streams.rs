@@ -1091,6 +1091,53 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn shared_streams_hold_events_until_stored_and_tag_server_requests() {
+        let (this, _rx) = streams(false);
+        let tag = ReplicaTag::new(0xabcd).unwrap();
+        this.lock().unwrap().share_events(tag);
+        let mut a = open(&this, r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#);
+        assert_eq!(
+            ReplicaTag::of_stream(a.stream),
+            Some(tag),
+            "numbered from the tag"
+        );
+        {
+            let mut s = this.lock().unwrap();
+            s.route_record(
+                r#"{"jsonrpc":"2.0","id":4,"method":"sampling/createMessage"}"#.into(),
+                Belongs::During("1".into()),
+            );
+            s.route_record(
+                r#"{"jsonrpc":"2.0","id":1,"result":{}}"#.into(),
+                Belongs::Response("1".into()),
+            );
+        }
+        assert!(
+            drain(&mut a.deliveries).is_empty(),
+            "nothing is sent before it is stored"
+        );
+        let held = this.lock().unwrap().take_held();
+        let logged: Vec<_> = held.iter().map(Held::appended).collect();
+        assert_eq!(logged.len(), 2);
+        assert!(
+            logged
+                .iter()
+                .all(|(stream, e)| *stream == a.stream && &*e.request == "1")
+        );
+        assert_eq!((logged[0].1.seq, logged[0].1.last), (1, false));
+        assert_eq!((logged[1].1.seq, logged[1].1.last), (2, true));
+        assert!(
+            logged[0].1.line.contains(r#""id":"mcpm:0000abcd:4""#),
+            "{}",
+            logged[0].1.line
+        );
+        held.into_iter().for_each(Held::release);
+        let lines = drain(&mut a.deliveries);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines[1], r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+    }
+
+    #[tokio::test]
     async fn ending_the_session_answers_what_is_in_flight() {
         let (this, _rx) = streams(false);
         let mut a = open(&this, r#"{"jsonrpc":"2.0","id":"x","method":"slow"}"#);
