@@ -295,3 +295,201 @@ impl EventLog for RedisEvents {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Against a real `redis-server` on a free loopback port (scripts/setup-interop installs it).
+
+    use std::process::{Child, Command, Stdio};
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+
+    use super::*;
+
+    /// A `redis-server` child, killed when dropped (also when the test fails).
+    struct Server {
+        child: Child,
+        url: String,
+    }
+
+    impl Server {
+        async fn start() -> Self {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .unwrap_or(0);
+            assert_ne!(port, 0, "no free port");
+            let child = Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn();
+            let child = match child {
+                Ok(child) => child,
+                Err(err) => panic!("redis-server could not start (is it installed?): {err}"),
+            };
+            let server = Self {
+                child,
+                url: format!("redis://127.0.0.1:{port}/0"),
+            };
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(Instant::now() < deadline, "redis-server did not listen");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            server
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn tag(value: u32) -> ReplicaTag {
+        ReplicaTag::new(value).unwrap_or_else(|| panic!("tag {value}"))
+    }
+
+    fn event(seq: u64, last: bool) -> LoggedEvent {
+        LoggedEvent {
+            seq,
+            last,
+            request: "7".into(),
+            line: format!(r#"{{"jsonrpc":"2.0","method":"m","params":{{"n":{seq}}}}}"#),
+        }
+    }
+
+    const TTL: Duration = Duration::from_secs(60);
+
+    #[tokio::test]
+    async fn streams_are_bounded_expire_and_stay_in_their_namespace() -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let one = RedisEvents::connect(&server.url, "one", tag(1))?;
+        let two = RedisEvents::connect(&server.url, "two", tag(2))?;
+        let stream = tag(1).first_stream() + 1;
+        let events: Vec<Appended> = (1..=5).map(|seq| (stream, event(seq, seq == 5))).collect();
+        one.append("s", &events[..3], 4, TTL).await?;
+        one.append("s", &events[3..], 4, TTL).await?;
+        let kept = one.read("s", stream).await?;
+        // Bound of 4: the oldest went first.
+        assert_eq!(
+            kept.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![2, 3, 4, 5]
+        );
+        assert!(kept[3].last && !kept[2].last);
+        assert_eq!(kept[0], event(2, false));
+        assert!(two.read("s", stream).await?.is_empty(), "another project's");
+        assert!(
+            one.read("other", stream).await?.is_empty(),
+            "another session's"
+        );
+        let key = one.stream_key("s", stream);
+        let key = &key;
+        let ttl: i64 = one
+            .bounded(|mut c| async move { redis::cmd("PTTL").arg(key).query_async(&mut c).await })
+            .await?;
+        assert!(
+            ttl > 0 && ttl <= 60_000,
+            "expires with the idle timeout: {ttl}"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_follower_gets_what_is_appended_after_it_subscribed() -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let writer = RedisEvents::connect(&server.url, "p", tag(1))?;
+        let reader = RedisEvents::connect(&server.url, "p", tag(2))?;
+        let stream = tag(1).first_stream() + 1;
+        writer
+            .append("s", &[(stream, event(1, false))], 10, TTL)
+            .await?;
+        let mut follow = reader.follow("s", stream).await?;
+        writer
+            .append(
+                "s",
+                &[(stream, event(2, false)), (stream, event(3, true))],
+                10,
+                TTL,
+            )
+            .await?;
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            match tokio::time::timeout(Duration::from_secs(10), follow.next()).await {
+                Ok(Some(event)) => got.push(event.seq),
+                other => panic!("no event followed: {other:?}"),
+            }
+        }
+        assert_eq!(got, vec![2, 3]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn answers_reach_a_running_replica_and_a_stopped_one_is_known_gone()
+    -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let asker = RedisEvents::connect(&server.url, "p", tag(1))?;
+        let other = RedisEvents::connect(&server.url, "p", tag(2))?;
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let sink = heard.clone();
+        asker.listen(Box::new(move |session, line| {
+            if let Ok(mut heard) = sink.lock() {
+                heard.push((session, line));
+            }
+            true
+        }));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !other.alive(tag(1)).await? {
+            assert!(Instant::now() < deadline, "the listener never subscribed");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            other
+                .relay(tag(1), "s", r#"{"jsonrpc":"2.0","id":4,"result":{}}"#)
+                .await?
+        );
+        while heard.lock().map(|h| h.is_empty()).unwrap_or(true) {
+            assert!(Instant::now() < deadline, "the answer never arrived");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let heard = heard.lock().map(|h| h.clone()).unwrap_or_default();
+        assert_eq!(
+            heard,
+            vec![(
+                "s".to_owned(),
+                r#"{"jsonrpc":"2.0","id":4,"result":{}}"#.to_owned()
+            )]
+        );
+        assert!(!other.alive(tag(3)).await?, "no replica 3 runs");
+        assert!(!other.relay(tag(3), "s", "{}").await?, "nobody took it");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_store_that_is_down_fails_fast_naming_itself() -> Result<(), StoreError> {
+        let mut server = Server::start().await;
+        let events = RedisEvents::connect(&server.url, "p", tag(1))?;
+        let _ = server.child.kill();
+        let _ = server.child.wait();
+        for failed in [
+            events.read("s", 1).await.map(|_| ()),
+            events.relay(tag(2), "s", "{}").await.map(|_| ()),
+            events.follow("s", 1).await.map(|_| ()),
+        ] {
+            match failed {
+                Err(StoreError::Unavailable { store, .. }) => assert_eq!(store, server.url),
+                other => panic!("expected the store to be unavailable, got {other:?}"),
+            }
+        }
+        Ok(())
+    }
+}
