@@ -76,7 +76,9 @@ pub(crate) async fn resume_elsewhere(
     let Some(owner) = ReplicaTag::of_stream(stream) else {
         return Ok(None);
     };
-    if stream == STANDALONE || owner == log.replica() {
+    // Another replica's GET stream (numbered from its tag) is not in the log: `Streams`
+    // starts a fresh one.
+    if stream == STANDALONE || owner == log.replica() || stream == owner.first_stream() {
         return Ok(None);
     }
     let session: Arc<str> = handle.id.clone();

@@ -239,6 +239,15 @@ impl Streams {
         self.deliver(STANDALONE, line, false);
     }
 
+    /// The number event ids give `stream`: with a shared store the standalone stream is
+    /// numbered from the replica's tag too (request streams start one after it).
+    fn external(&self, stream: StreamId) -> StreamId {
+        match &self.shared {
+            Some(shared) if stream == STANDALONE => shared.tag.first_stream(),
+            _ => stream,
+        }
+    }
+
     fn resumable(&self) -> bool {
         !self.stateless
     }
@@ -368,13 +377,31 @@ impl Streams {
                 "Service Unavailable: {reason}"
             )));
         }
-        let (stream, after) = match last_event_id {
-            Some(text) => parse_event_id(text).ok_or_else(|| {
+        let named = match last_event_id {
+            Some(text) => Some(parse_event_id(text).ok_or_else(|| {
                 Reject::bad_request(format!(
                     "Bad Request: Last-Event-ID `{text}` is not an event id of this proxy \
                      (they read STREAM-NUMBER)"
                 ))
-            })?,
+            })?),
+            None => None,
+        };
+        let named = match (named, &self.shared) {
+            // With a shared store the GET stream's ids name the replica: this one's is the
+            // standalone stream; another's GET stream cannot be replayed here (its events are
+            // not in the shared log), so the client gets a fresh one.
+            (Some((stream, after)), Some(shared)) if stream == shared.tag.first_stream() => {
+                Some((STANDALONE, after))
+            }
+            (Some((stream, _)), Some(_))
+                if ReplicaTag::of_stream(stream).is_some_and(|t| t.first_stream() == stream) =>
+            {
+                None
+            }
+            (named, _) => named,
+        };
+        let (stream, after) = match named {
+            Some(named) => named,
             None => (
                 STANDALONE,
                 self.streams.get(&STANDALONE).map_or(0, |s| s.delivered),
@@ -401,14 +428,14 @@ impl Streams {
         let mut last_sent = after;
         for (seq, line) in replay {
             let _ = sink.tx.send(Delivery {
-                id: Some(event_id(stream, seq).into()),
+                id: Some(event_id(self.external(stream), seq).into()),
                 last: finished && self.is_response_of(stream, &line),
                 _held: Some(self.backlog.ticket(line.len())),
                 line,
             });
             last_sent = seq;
         }
-        let priming = priming_for(stream, after, self.retry_ms);
+        let priming = priming_for(self.external(stream), after, self.retry_ms);
         let Some(state) = self.streams.get_mut(&stream) else {
             return Err(Reject::session_not_found());
         };
@@ -716,7 +743,7 @@ impl Streams {
         state.seq += 1;
         let seq = state.seq;
         let line: Arc<str> = line.into();
-        let id: Option<Arc<str>> = resumable.then(|| event_id(stream, seq).into());
+        let id: Option<Arc<str>> = resumable.then(|| event_id(self.external(stream), seq).into());
         if resumable {
             self.store.push(stream, seq, line.clone());
         }
@@ -1135,6 +1162,22 @@ mod tests {
         let lines = drain(&mut a.deliveries);
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert_eq!(lines[1], r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        // The GET stream's ids name the replica too; another replica's is not replayed here.
+        let mine = format!("{}-0", tag.first_stream());
+        let other = format!("{}-3", ReplicaTag::new(7).unwrap().first_stream());
+        this.lock()
+            .unwrap()
+            .route(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#.into());
+        let mut get = this.lock().unwrap().attach(&this, Some(&mine)).unwrap();
+        let replayed = get.deliveries.try_recv().unwrap();
+        assert_eq!(
+            replayed.id.as_deref(),
+            Some(&*format!("{}-1", tag.first_stream()))
+        );
+        // A stream's guard locks the streams when dropped: never while they are locked here.
+        let fresh = this.lock().unwrap().attach(&this, Some(&other));
+        assert!(fresh.is_ok(), "a fresh GET stream");
+        drop((fresh, get));
     }
 
     #[tokio::test]
