@@ -279,7 +279,8 @@ async fn post(
                      `inputResponses` on a retried request)",
                 ));
             };
-            handle.send(line).await?;
+            // With a shared store the replica whose upstream asked may be another one.
+            super::shared_streams::answer(registry, &handle, line).await?;
             Ok(accepted())
         }
     }
@@ -488,6 +489,20 @@ async fn get(
         ));
     }
     let handle = session_of(registry, identity, headers).await?;
+    if let Some(resumed) =
+        super::shared_streams::resume_elsewhere(registry, &handle, text(headers, LAST_EVENT_ID))
+            .await?
+    {
+        handle.touch();
+        let body = SseBody::new(
+            Some(resumed.priming),
+            resumed.deliveries,
+            registry.options().keep_alive,
+            None,
+        )
+        .until(validity);
+        return Ok(sse_response(Body::Sse(Box::new(body))));
+    }
     let attached = {
         let mut streams = handle
             .streams

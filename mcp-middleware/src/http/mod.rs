@@ -121,6 +121,7 @@ mod reject;
 mod resource;
 mod server;
 mod sessions;
+mod shared_streams;
 mod streams;
 mod tls;
 

@@ -29,6 +29,7 @@ use super::event_store::EventStore;
 use super::options::HttpOptions;
 use super::quota::{self, Owner};
 use super::reject::Reject;
+use super::shared_streams::flush;
 use super::streams::Streams;
 use crate::auth::Identity;
 use crate::chain::Chain;
@@ -36,6 +37,8 @@ use crate::jsonrpc;
 use crate::project::Project;
 use crate::session::{Ended, Event, Session, SessionOptions};
 use crate::shared_store::fanout::{Fanout, HandshakeChanged};
+
+use crate::shared_store::events::EventLog;
 use crate::shared_store::sync::{Presence, StateSync};
 use crate::shared_store::{
     HandshakeRecord, Heard, SessionMeta, SharedStore, StoreError, StoredSession,
@@ -178,6 +181,22 @@ impl Registry {
         &self.options
     }
 
+    /// The shared event log, with a shared store.
+    pub(crate) fn event_log(&self) -> Option<Arc<dyn EventLog>> {
+        self.store.as_ref().map(|store| store.events.clone())
+    }
+
+    /// The stateful session `id` open here, whoever it belongs to (for what other replicas
+    /// relay to it; what a client asks goes through [`find`](Self::find)).
+    pub(crate) fn local(&self, id: &str) -> Option<Arc<SessionHandle>> {
+        self.stateful
+            .lock()
+            .ok()?
+            .get(id)
+            .filter(|handle| handle.is_open())
+            .cloned()
+    }
+
     /// Refuses work once shutdown has begun.
     pub(crate) fn check_open(&self) -> Result<(), Reject> {
         match self.closing.lock().ok().and_then(|c| c.clone()) {
@@ -275,6 +294,7 @@ impl Registry {
         let Some(store) = &self.store else {
             return;
         };
+        super::shared_streams::listen_for_answers(self);
         let registry = Arc::downgrade(self);
         store.backend.listen(Box::new(move |heard| {
             let Some(registry) = registry.upgrade() else {
@@ -498,6 +518,14 @@ impl Registry {
             events_tx.clone(),
             backlog,
         );
+        let log = match (&self.store, &shared) {
+            (Some(store), Some(_)) => {
+                streams.share_events(store.events.replica());
+                Some(store.events.clone())
+            }
+            _ => None,
+        };
+        let (bound, ttl) = (self.options.event_store_events, self.options.idle_timeout);
         if shared.is_some() {
             let announce = self.announce.clone();
             let id = id.clone();
@@ -548,7 +576,10 @@ impl Registry {
                                     announce_handshake(fanout.as_deref(), &router.id, &meta.handshake).await;
                                 }
                             }
-                            route(&streams, line)
+                            route(&streams, line);
+                            if let Some(log) = &log {
+                                flush(&streams, &**log, &router.id, bound, ttl).await;
+                            }
                         }
                         None => {
                             let _ = (&mut run).await;
@@ -581,6 +612,9 @@ impl Registry {
                 .unwrap_or_else(|| "the session ended".to_owned());
             if let Ok(mut streams) = streams.lock() {
                 streams.end(&reason);
+            }
+            if let Some(log) = &log {
+                flush(&streams, &**log, &router.id, bound, ttl).await;
             }
             router.ended.cancel();
             tracing::debug!(session = %short(&router.id), %reason, "HTTP session ended");

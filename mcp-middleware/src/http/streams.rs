@@ -20,6 +20,12 @@
 //! broke. A stream whose connection broke keeps collecting events until the client comes back
 //! or the request completes.
 //!
+//! With a shared store, request streams are numbered from the replica's tag (so an event id
+//! names the replica that served it), each event of a request stream is written to the shared
+//! event log before it is sent ([`Streams::take_held`]: the router writes, then releases), and
+//! a server request's id names this replica ([`relay`]) so that its answer, POSTed to any
+//! replica, comes back here.
+//!
 //! In a stateless session (2026-07-28 clients, shared by every client with the same key) the
 //! requests of different clients may carry the same ids and progress tokens: each request gets
 //! an id (and token) of the session's own on its way in, and the client's are put back on what
@@ -36,6 +42,8 @@ use super::event_store::{EventStore, StreamId};
 use super::reject::{Reject, SERVER_ERROR};
 use crate::jsonrpc::{self, Message, range_in, splice};
 use crate::session::Event;
+use crate::shared_store::events::{Appended, LoggedEvent};
+use crate::shared_store::relay::{self, ReplicaTag};
 use crate::transport::Frame;
 use crate::transport::outbound::Belongs;
 use crate::transport::queue::Gauge;
@@ -76,6 +84,38 @@ pub(crate) struct Streams {
     /// With a shared store: where a message for the standalone stream goes when no GET stream
     /// is attached here (the client may hold it on another replica).
     elsewhere: Option<Elsewhere>,
+    /// With a shared store: this replica's tag, and the request streams' events waiting to be
+    /// written to the shared event log before they are sent.
+    shared: Option<SharedEvents>,
+}
+
+struct SharedEvents {
+    tag: ReplicaTag,
+    held: Vec<Held>,
+}
+
+/// An event of a request stream, kept back until the shared event log has it.
+pub(crate) struct Held {
+    stream: StreamId,
+    event: LoggedEvent,
+    delivery: Delivery,
+    /// The connection the stream had when the event was made. A connection that replaces it
+    /// meanwhile gets the event by replay from the local store, so it is sent only here.
+    sink: Option<mpsc::UnboundedSender<Delivery>>,
+}
+
+impl Held {
+    /// What the shared event log keeps of it.
+    pub(crate) fn appended(&self) -> Appended {
+        (self.stream, self.event.clone())
+    }
+
+    /// Sends it to the client (if the connection is still there).
+    pub(crate) fn release(self) {
+        if let Some(sink) = self.sink {
+            let _ = sink.send(self.delivery);
+        }
+    }
 }
 
 /// Where [`Streams`] hands a message for a GET stream another replica holds.
@@ -154,7 +194,30 @@ impl Streams {
             session,
             backlog,
             elsewhere: None,
+            shared: None,
         }
+    }
+
+    /// From now on (before any request), the session's request streams are shared through
+    /// a store: numbered from this replica's `tag`, their events held until
+    /// [`take_held`](Self::take_held) has them written, and server requests' ids naming the
+    /// replica.
+    pub(crate) fn share_events(&mut self, tag: ReplicaTag) {
+        if self.next_stream == STANDALONE {
+            self.next_stream = tag.first_stream();
+        }
+        self.shared = Some(SharedEvents {
+            tag,
+            held: Vec::new(),
+        });
+    }
+
+    /// The events held for the shared event log since the last call, in order.
+    pub(crate) fn take_held(&mut self) -> Vec<Held> {
+        self.shared
+            .as_mut()
+            .map(|shared| std::mem::take(&mut shared.held))
+            .unwrap_or_default()
     }
 
     /// From now on, messages for the standalone stream go to `elsewhere` while no GET stream
@@ -174,6 +237,15 @@ impl Streams {
     /// Delivers a message another replica produced for this session's GET stream.
     pub(crate) fn deliver_standalone(&mut self, line: String) {
         self.deliver(STANDALONE, line, false);
+    }
+
+    /// The number event ids give `stream`: with a shared store the standalone stream is
+    /// numbered from the replica's tag too (request streams start one after it).
+    fn external(&self, stream: StreamId) -> StreamId {
+        match &self.shared {
+            Some(shared) if stream == STANDALONE => shared.tag.first_stream(),
+            _ => stream,
+        }
     }
 
     fn resumable(&self) -> bool {
@@ -305,13 +377,31 @@ impl Streams {
                 "Service Unavailable: {reason}"
             )));
         }
-        let (stream, after) = match last_event_id {
-            Some(text) => parse_event_id(text).ok_or_else(|| {
+        let named = match last_event_id {
+            Some(text) => Some(parse_event_id(text).ok_or_else(|| {
                 Reject::bad_request(format!(
                     "Bad Request: Last-Event-ID `{text}` is not an event id of this proxy \
                      (they read STREAM-NUMBER)"
                 ))
-            })?,
+            })?),
+            None => None,
+        };
+        let named = match (named, &self.shared) {
+            // With a shared store the GET stream's ids name the replica: this one's is the
+            // standalone stream; another's GET stream cannot be replayed here (its events are
+            // not in the shared log), so the client gets a fresh one.
+            (Some((stream, after)), Some(shared)) if stream == shared.tag.first_stream() => {
+                Some((STANDALONE, after))
+            }
+            (Some((stream, _)), Some(_))
+                if ReplicaTag::of_stream(stream).is_some_and(|t| t.first_stream() == stream) =>
+            {
+                None
+            }
+            (named, _) => named,
+        };
+        let (stream, after) = match named {
+            Some(named) => named,
             None => (
                 STANDALONE,
                 self.streams.get(&STANDALONE).map_or(0, |s| s.delivered),
@@ -338,14 +428,14 @@ impl Streams {
         let mut last_sent = after;
         for (seq, line) in replay {
             let _ = sink.tx.send(Delivery {
-                id: Some(event_id(stream, seq).into()),
+                id: Some(event_id(self.external(stream), seq).into()),
                 last: finished && self.is_response_of(stream, &line),
                 _held: Some(self.backlog.ticket(line.len())),
                 line,
             });
             last_sent = seq;
         }
-        let priming = priming_for(stream, after, self.retry_ms);
+        let priming = priming_for(self.external(stream), after, self.retry_ms);
         let Some(state) = self.streams.get_mut(&stream) else {
             return Err(Reject::session_not_found());
         };
@@ -431,6 +521,12 @@ impl Streams {
     /// again, and a request the upstream sent while serving a client request goes to that
     /// request's stream while it is open. What the session did not say is found by reading.
     pub(crate) fn route_record(&mut self, line: String, belongs: Belongs) {
+        let line = match (&self.shared, &belongs) {
+            (Some(shared), Belongs::During(_) | Belongs::Unsaid) => {
+                tag_server_request(shared.tag, line)
+            }
+            _ => line,
+        };
         match belongs {
             // A stateless session puts the client's own id back: that needs the line read.
             Belongs::Response(id) if !self.stateless => {
@@ -647,13 +743,42 @@ impl Streams {
         state.seq += 1;
         let seq = state.seq;
         let line: Arc<str> = line.into();
-        let id: Option<Arc<str>> = resumable.then(|| event_id(stream, seq).into());
+        let id: Option<Arc<str>> = resumable.then(|| event_id(self.external(stream), seq).into());
         if resumable {
             self.store.push(stream, seq, line.clone());
         }
         let Some(state) = self.streams.get_mut(&stream) else {
             return;
         };
+        if let Some(shared) = &mut self.shared
+            && stream != STANDALONE
+            && resumable
+        {
+            let request = state
+                .request
+                .as_ref()
+                .map_or_else(|| "null".into(), |r| r.client_id.clone());
+            shared.held.push(Held {
+                stream,
+                event: LoggedEvent {
+                    seq,
+                    last,
+                    request,
+                    line: line.to_string(),
+                },
+                delivery: Delivery {
+                    id,
+                    _held: Some(self.backlog.ticket(line.len())),
+                    line,
+                    last,
+                },
+                sink: state.sink.as_ref().map(|s| s.tx.clone()),
+            });
+            if last {
+                self.finish(stream);
+            }
+            return;
+        }
         if let Some(sink) = &state.sink {
             let held = Some(self.backlog.ticket(line.len()));
             if sink
@@ -787,11 +912,41 @@ impl Drop for StreamGuard {
     }
 }
 
-fn event_id(stream: StreamId, seq: u64) -> String {
+/// With a shared store: a server request's id (and the id an upstream's cancellation of one
+/// names) becomes one naming this replica, so its answer finds the way back here.
+fn tag_server_request(tag: ReplicaTag, line: String) -> String {
+    match Message::parse(&line) {
+        Ok(Message::Request { id, .. }) => {
+            let tagged = relay::encode(tag, id);
+            splice(&line, &[(range_in(&line, id), tagged.as_str())])
+        }
+        Ok(Message::Notification {
+            method,
+            params: Some(params),
+        }) if method == "notifications/cancelled" => {
+            let Ok(mut map) = serde_json::from_str::<Map<String, Value>>(params) else {
+                return line;
+            };
+            let Some(id) = map.get("requestId").map(Value::to_string) else {
+                return line;
+            };
+            map.insert("requestId".into(), Value::String(relay::tagged(tag, &id)));
+            match serde_json::to_string(&map) {
+                Ok(text) => splice(&line, &[(range_in(&line, params), text.as_str())]),
+                Err(_) => line,
+            }
+        }
+        _ => line,
+    }
+}
+
+/// The SSE id of event `seq` of `stream`.
+pub(crate) fn event_id(stream: StreamId, seq: u64) -> String {
     format!("{stream}-{seq}")
 }
 
-fn parse_event_id(text: &str) -> Option<(StreamId, u64)> {
+/// The stream and event number an SSE id names.
+pub(crate) fn parse_event_id(text: &str) -> Option<(StreamId, u64)> {
     let (stream, seq) = text.trim().split_once('-')?;
     Some((stream.parse().ok()?, seq.parse().ok()?))
 }
@@ -960,6 +1115,69 @@ mod tests {
             panic!("no cancellation");
         };
         assert!(cancel.contains(r#""requestId":1"#), "{cancel}");
+    }
+
+    #[tokio::test]
+    async fn shared_streams_hold_events_until_stored_and_tag_server_requests() {
+        let (this, _rx) = streams(false);
+        let tag = ReplicaTag::new(0xabcd).unwrap();
+        this.lock().unwrap().share_events(tag);
+        let mut a = open(&this, r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#);
+        assert_eq!(
+            ReplicaTag::of_stream(a.stream),
+            Some(tag),
+            "numbered from the tag"
+        );
+        {
+            let mut s = this.lock().unwrap();
+            s.route_record(
+                r#"{"jsonrpc":"2.0","id":4,"method":"sampling/createMessage"}"#.into(),
+                Belongs::During("1".into()),
+            );
+            s.route_record(
+                r#"{"jsonrpc":"2.0","id":1,"result":{}}"#.into(),
+                Belongs::Response("1".into()),
+            );
+        }
+        assert!(
+            drain(&mut a.deliveries).is_empty(),
+            "nothing is sent before it is stored"
+        );
+        let held = this.lock().unwrap().take_held();
+        let logged: Vec<_> = held.iter().map(Held::appended).collect();
+        assert_eq!(logged.len(), 2);
+        assert!(
+            logged
+                .iter()
+                .all(|(stream, e)| *stream == a.stream && &*e.request == "1")
+        );
+        assert_eq!((logged[0].1.seq, logged[0].1.last), (1, false));
+        assert_eq!((logged[1].1.seq, logged[1].1.last), (2, true));
+        assert!(
+            logged[0].1.line.contains(r#""id":"mcpm:0000abcd:4""#),
+            "{}",
+            logged[0].1.line
+        );
+        held.into_iter().for_each(Held::release);
+        let lines = drain(&mut a.deliveries);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines[1], r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        // The GET stream's ids name the replica too; another replica's is not replayed here.
+        let mine = format!("{}-0", tag.first_stream());
+        let other = format!("{}-3", ReplicaTag::new(7).unwrap().first_stream());
+        this.lock()
+            .unwrap()
+            .route(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#.into());
+        let mut get = this.lock().unwrap().attach(&this, Some(&mine)).unwrap();
+        let replayed = get.deliveries.try_recv().unwrap();
+        assert_eq!(
+            replayed.id.as_deref(),
+            Some(&*format!("{}-1", tag.first_stream()))
+        );
+        // A stream's guard locks the streams when dropped: never while they are locked here.
+        let fresh = this.lock().unwrap().attach(&this, Some(&other));
+        assert!(fresh.is_ok(), "a fresh GET stream");
+        drop((fresh, get));
     }
 
     #[tokio::test]

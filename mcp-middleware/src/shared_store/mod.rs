@@ -25,9 +25,14 @@
 #[cfg(feature = "redis")]
 mod config;
 pub(crate) mod fanout;
+
+pub(crate) mod events;
+#[cfg(feature = "redis")]
+mod events_redis;
 mod merge;
 #[cfg(feature = "redis")]
 mod redis;
+pub(crate) mod relay;
 pub(crate) mod sync;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,6 +65,9 @@ pub struct SharedStore {
     pub(crate) backend: Arc<dyn Backend>,
     /// Where handshake changes reach the other replicas running the session (`fanout`).
     pub(crate) fanout: Option<Arc<dyn fanout::Fanout>>,
+
+    /// The SSE event log and deliveries between replicas (`events`).
+    pub(crate) events: Arc<dyn events::EventLog>,
 }
 
 impl fmt::Debug for SharedStore {
@@ -86,9 +94,12 @@ impl SharedStore {
     pub async fn redis(url: &str, namespace: &str) -> Result<Self, StoreError> {
         let backend = redis::RedisBackend::connect(url, namespace).await?;
         let fanout = fanout::RedisFanout::new(url, namespace)?;
+        let events =
+            events_redis::RedisEvents::connect(url, namespace, relay::ReplicaTag::random())?;
         Ok(Self {
             backend: Arc::new(backend),
             fanout: Some(Arc::new(fanout)),
+            events: Arc::new(events),
         })
     }
 

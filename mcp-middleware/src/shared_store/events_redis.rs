@@ -1,0 +1,495 @@
+//! The Redis (or Valkey) implementation of the shared event log ([`EventLog`]).
+//!
+//! A request stream's events are a list, `mcpm:{namespace}:events:{session}:{stream}`, of JSON
+//! [`LoggedEvent`]s, trimmed to the newest `bound` and expiring after the idle timeout; each
+//! append is also published on the channel of the same name for the replicas following that
+//! stream. Answers to server requests travel on `mcpm:{namespace}:replica:{tag}`, the channel
+//! replica `tag` listens on while it runs: `PUBSUB NUMSUB` of that channel says whether it is
+//! alive, and `PUBLISH`'s count of receivers whether an answer reached it.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use serde::{Deserialize, Serialize};
+
+use super::events::{Appended, EventLog, LoggedEvent};
+use super::relay::ReplicaTag;
+use super::{StoreError, redact};
+
+/// How long one store operation may take before it fails.
+const OP_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// An answer relayed to another replica.
+#[derive(Debug, Serialize, Deserialize)]
+struct Relayed {
+    session: String,
+    line: String,
+}
+
+pub(super) struct RedisEvents {
+    describe: String,
+    /// `mcpm:{namespace}:`
+    prefix: String,
+    tag: ReplicaTag,
+    client: redis::Client,
+    connection: ConnectionManager,
+}
+
+impl RedisEvents {
+    pub(super) fn connect(url: &str, namespace: &str, tag: ReplicaTag) -> Result<Self, StoreError> {
+        let describe = redact(url);
+        let config_error = |reason: String| StoreError::Config {
+            store: describe.clone(),
+            reason,
+        };
+        let client = redis::Client::open(url).map_err(|err| config_error(err.to_string()))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(OP_TIMEOUT))
+            .set_response_timeout(Some(OP_TIMEOUT))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let connection = ConnectionManager::new_lazy_with_config(client.clone(), config)
+            .map_err(|err| config_error(err.to_string()))?;
+        Ok(Self {
+            describe,
+            prefix: format!("mcpm:{namespace}:"),
+            tag,
+            client,
+            connection,
+        })
+    }
+
+    fn stream_key(&self, session: &str, stream: u64) -> String {
+        format!("{}events:{session}:{stream}", self.prefix)
+    }
+
+    fn replica_channel(&self, tag: ReplicaTag) -> String {
+        format!("{}replica:{tag}", self.prefix)
+    }
+
+    fn unavailable(&self, reason: impl Into<String>) -> StoreError {
+        StoreError::Unavailable {
+            store: self.describe.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Runs `op` within [`OP_TIMEOUT`]; a connection found broken is made again once.
+    async fn bounded<T, F>(
+        &self,
+        mut op: impl FnMut(ConnectionManager) -> F,
+    ) -> Result<T, StoreError>
+    where
+        F: Future<Output = redis::RedisResult<T>>,
+    {
+        let mut retried = false;
+        loop {
+            match tokio::time::timeout(OP_TIMEOUT, op(self.connection.clone())).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(err)) if !retried && (err.is_connection_dropped() || err.is_io_error()) => {
+                    retried = true;
+                }
+                Ok(Err(err)) => return Err(self.unavailable(err.to_string())),
+                Err(_) => {
+                    return Err(
+                        self.unavailable(format!("no answer within {} ms", OP_TIMEOUT.as_millis()))
+                    );
+                }
+            }
+        }
+    }
+
+    /// A pub/sub connection subscribed to `channel`, within [`OP_TIMEOUT`].
+    async fn subscribed(&self, channel: &str) -> Result<redis::aio::PubSub, StoreError> {
+        let subscribe = async {
+            let mut pubsub = self.client.get_async_pubsub().await?;
+            pubsub.subscribe(channel).await?;
+            Ok::<_, redis::RedisError>(pubsub)
+        };
+        match tokio::time::timeout(OP_TIMEOUT, subscribe).await {
+            Ok(Ok(pubsub)) => Ok(pubsub),
+            Ok(Err(err)) => Err(self.unavailable(err.to_string())),
+            Err(_) => {
+                Err(self.unavailable(format!("no answer within {} ms", OP_TIMEOUT.as_millis())))
+            }
+        }
+    }
+}
+
+fn millis(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1)
+}
+
+impl EventLog for RedisEvents {
+    fn replica(&self) -> ReplicaTag {
+        self.tag
+    }
+
+    fn append<'a>(
+        &'a self,
+        session: &'a str,
+        events: &'a [Appended],
+        bound: usize,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            if events.is_empty() || bound == 0 {
+                return Ok(());
+            }
+            let mut pipe = redis::pipe();
+            pipe.atomic();
+            let mut keys = BTreeSet::new();
+            for (stream, event) in events {
+                let key = self.stream_key(session, *stream);
+                let json = serde_json::to_string(event).map_err(|err| StoreError::Corrupt {
+                    store: self.describe.clone(),
+                    reason: err.to_string(),
+                })?;
+                pipe.rpush(&key, &json).ignore();
+                pipe.publish(&key, &json).ignore();
+                keys.insert(key);
+            }
+            let keep = -i64::try_from(bound).unwrap_or(i64::MAX);
+            for key in &keys {
+                pipe.ltrim(key, keep as isize, -1).ignore();
+                pipe.pexpire(key, millis(ttl)).ignore();
+            }
+            let pipe = &pipe;
+            self.bounded(
+                |mut connection| async move { pipe.query_async::<()>(&mut connection).await },
+            )
+            .await
+        })
+    }
+
+    fn read<'a>(
+        &'a self,
+        session: &'a str,
+        stream: u64,
+    ) -> BoxFuture<'a, Result<Vec<LoggedEvent>, StoreError>> {
+        Box::pin(async move {
+            let key = self.stream_key(session, stream);
+            let key = &key;
+            let entries: Vec<String> = self
+                .bounded(|mut connection| async move {
+                    redis::cmd("LRANGE")
+                        .arg(key)
+                        .arg(0)
+                        .arg(-1)
+                        .query_async(&mut connection)
+                        .await
+                })
+                .await?;
+            entries
+                .iter()
+                .map(|entry| {
+                    serde_json::from_str(entry).map_err(|err| StoreError::Corrupt {
+                        store: self.describe.clone(),
+                        reason: format!("an event of stream {stream}: {err}"),
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn follow<'a>(
+        &'a self,
+        session: &'a str,
+        stream: u64,
+    ) -> BoxFuture<'a, Result<BoxStream<'static, LoggedEvent>, StoreError>> {
+        Box::pin(async move {
+            let pubsub = self.subscribed(&self.stream_key(session, stream)).await?;
+            let events = pubsub.into_on_message().filter_map(|message| async move {
+                let payload = message.get_payload::<String>().ok()?;
+                serde_json::from_str::<LoggedEvent>(&payload).ok()
+            });
+            Ok(events.boxed())
+        })
+    }
+
+    fn alive(&self, replica: ReplicaTag) -> BoxFuture<'_, Result<bool, StoreError>> {
+        Box::pin(async move {
+            if replica == self.tag {
+                return Ok(true);
+            }
+            let channel = self.replica_channel(replica);
+            let channel = &channel;
+            let (_, listeners): (String, i64) = self
+                .bounded(|mut connection| async move {
+                    redis::cmd("PUBSUB")
+                        .arg("NUMSUB")
+                        .arg(channel)
+                        .query_async(&mut connection)
+                        .await
+                })
+                .await?;
+            Ok(listeners > 0)
+        })
+    }
+
+    fn relay<'a>(
+        &'a self,
+        replica: ReplicaTag,
+        session: &'a str,
+        line: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let channel = self.replica_channel(replica);
+            let payload = serde_json::to_string(&Relayed {
+                session: session.to_owned(),
+                line: line.to_owned(),
+            })
+            .map_err(|err| self.unavailable(err.to_string()))?;
+            let (channel, payload) = (&channel, &payload);
+            let receivers: i64 = self
+                .bounded(|mut connection| async move {
+                    redis::cmd("PUBLISH")
+                        .arg(channel)
+                        .arg(payload)
+                        .query_async(&mut connection)
+                        .await
+                })
+                .await?;
+            Ok(receivers > 0)
+        })
+    }
+
+    fn listen(&self, on_answer: Box<dyn Fn(String, String) -> bool + Send + Sync>) {
+        let channel = self.replica_channel(self.tag);
+        let events = Self {
+            describe: self.describe.clone(),
+            prefix: self.prefix.clone(),
+            tag: self.tag,
+            client: self.client.clone(),
+            connection: self.connection.clone(),
+        };
+        tokio::spawn(async move {
+            // Reconnects after the store went away; ends when the listener says it is done.
+            loop {
+                match events.subscribed(&channel).await {
+                    Ok(pubsub) => {
+                        let mut messages = pubsub.into_on_message();
+                        while let Some(message) = messages.next().await {
+                            let Some(relayed) = message
+                                .get_payload::<String>()
+                                .ok()
+                                .and_then(|p| serde_json::from_str::<Relayed>(&p).ok())
+                            else {
+                                continue;
+                            };
+                            if !on_answer(relayed.session, relayed.line) {
+                                return;
+                            }
+                        }
+                    }
+                    Err(err) => {
+                        tracing::debug!(store = %events.describe, %err, "cannot listen for relayed answers")
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Against a real `redis-server` on a free loopback port (scripts/setup-interop installs it).
+
+    use std::process::{Child, Command, Stdio};
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+
+    use super::*;
+
+    /// A `redis-server` child, killed when dropped (also when the test fails).
+    struct Server {
+        child: Child,
+        url: String,
+    }
+
+    impl Server {
+        async fn start() -> Self {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .unwrap_or(0);
+            assert_ne!(port, 0, "no free port");
+            let child = Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn();
+            let child = match child {
+                Ok(child) => child,
+                Err(err) => panic!("redis-server could not start (is it installed?): {err}"),
+            };
+            let server = Self {
+                child,
+                url: format!("redis://127.0.0.1:{port}/0"),
+            };
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(Instant::now() < deadline, "redis-server did not listen");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            server
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn tag(value: u32) -> ReplicaTag {
+        ReplicaTag::new(value).unwrap_or_else(|| panic!("tag {value}"))
+    }
+
+    fn event(seq: u64, last: bool) -> LoggedEvent {
+        LoggedEvent {
+            seq,
+            last,
+            request: "7".into(),
+            line: format!(r#"{{"jsonrpc":"2.0","method":"m","params":{{"n":{seq}}}}}"#),
+        }
+    }
+
+    const TTL: Duration = Duration::from_secs(60);
+
+    #[tokio::test]
+    async fn streams_are_bounded_expire_and_stay_in_their_namespace() -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let one = RedisEvents::connect(&server.url, "one", tag(1))?;
+        let two = RedisEvents::connect(&server.url, "two", tag(2))?;
+        let stream = tag(1).first_stream() + 1;
+        let events: Vec<Appended> = (1..=5).map(|seq| (stream, event(seq, seq == 5))).collect();
+        one.append("s", &events[..3], 4, TTL).await?;
+        one.append("s", &events[3..], 4, TTL).await?;
+        let kept = one.read("s", stream).await?;
+        // Bound of 4: the oldest went first.
+        assert_eq!(
+            kept.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![2, 3, 4, 5]
+        );
+        assert!(kept[3].last && !kept[2].last);
+        assert_eq!(kept[0], event(2, false));
+        assert!(two.read("s", stream).await?.is_empty(), "another project's");
+        assert!(
+            one.read("other", stream).await?.is_empty(),
+            "another session's"
+        );
+        let key = one.stream_key("s", stream);
+        let key = &key;
+        let ttl: i64 = one
+            .bounded(|mut c| async move { redis::cmd("PTTL").arg(key).query_async(&mut c).await })
+            .await?;
+        assert!(
+            ttl > 0 && ttl <= 60_000,
+            "expires with the idle timeout: {ttl}"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_follower_gets_what_is_appended_after_it_subscribed() -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let writer = RedisEvents::connect(&server.url, "p", tag(1))?;
+        let reader = RedisEvents::connect(&server.url, "p", tag(2))?;
+        let stream = tag(1).first_stream() + 1;
+        writer
+            .append("s", &[(stream, event(1, false))], 10, TTL)
+            .await?;
+        let mut follow = reader.follow("s", stream).await?;
+        writer
+            .append(
+                "s",
+                &[(stream, event(2, false)), (stream, event(3, true))],
+                10,
+                TTL,
+            )
+            .await?;
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            match tokio::time::timeout(Duration::from_secs(10), follow.next()).await {
+                Ok(Some(event)) => got.push(event.seq),
+                other => panic!("no event followed: {other:?}"),
+            }
+        }
+        assert_eq!(got, vec![2, 3]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn answers_reach_a_running_replica_and_a_stopped_one_is_known_gone()
+    -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let asker = RedisEvents::connect(&server.url, "p", tag(1))?;
+        let other = RedisEvents::connect(&server.url, "p", tag(2))?;
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let sink = heard.clone();
+        asker.listen(Box::new(move |session, line| {
+            if let Ok(mut heard) = sink.lock() {
+                heard.push((session, line));
+            }
+            true
+        }));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !other.alive(tag(1)).await? {
+            assert!(Instant::now() < deadline, "the listener never subscribed");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            other
+                .relay(tag(1), "s", r#"{"jsonrpc":"2.0","id":4,"result":{}}"#)
+                .await?
+        );
+        while heard.lock().map(|h| h.is_empty()).unwrap_or(true) {
+            assert!(Instant::now() < deadline, "the answer never arrived");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let heard = heard.lock().map(|h| h.clone()).unwrap_or_default();
+        assert_eq!(
+            heard,
+            vec![(
+                "s".to_owned(),
+                r#"{"jsonrpc":"2.0","id":4,"result":{}}"#.to_owned()
+            )]
+        );
+        assert!(!other.alive(tag(3)).await?, "no replica 3 runs");
+        assert!(!other.relay(tag(3), "s", "{}").await?, "nobody took it");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_store_that_is_down_fails_fast_naming_itself() -> Result<(), StoreError> {
+        let mut server = Server::start().await;
+        let events = RedisEvents::connect(&server.url, "p", tag(1))?;
+        let _ = server.child.kill();
+        let _ = server.child.wait();
+        for failed in [
+            events.read("s", 1).await.map(|_| ()),
+            events.relay(tag(2), "s", "{}").await.map(|_| ()),
+            events.follow("s", 1).await.map(|_| ()),
+        ] {
+            match failed {
+                Err(StoreError::Unavailable { store, .. }) => assert_eq!(store, server.url),
+                other => panic!("expected the store to be unavailable, got {other:?}"),
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,246 @@
+"""The shared SSE event store and server-to-client requests across replicas (issue 15).
+
+Three `mcpctl serve shared --store redis://...` replicas (a real `redis-server`) behind the
+round-robin balancer of `test_replicas.py`, in front of one shared upstream: the reference
+server in streamableHttp mode (so a replica killed here leaves no child behind).
+
+- A long tool call with progress streams from one replica; the client's connection breaks and
+  it resumes (`Last-Event-ID`) on another replica: it gets every progress event once, in
+  order, then the result the first replica's upstream produced.
+- The replica serving a long call is killed: the official client resumes through the balancer
+  on another replica, gets the events it had not seen, then a clear error naming the replica
+  that is gone; never a hang.
+- A sampling request from one replica's upstream is answered by the official client through
+  another replica, and the answer reaches the upstream that asked.
+- The answer to a sampling request whose replica was killed gets `410 Gone` naming it.
+
+Raw HTTP where the test must choose the replica (the SDK cannot say which one to resume on).
+Runs when `MCP_HTTP_PROXY` names the mcpctl binary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HTTP = os.environ.get("MCP_HTTP_PROXY")
+if not HTTP:
+    pytest.skip("MCP_HTTP_PROXY is not set: replicas are mcpctl serve processes", allow_module_level=True)
+
+import anyio  # noqa: E402
+import httpx2  # noqa: E402
+import mcp_types as types  # noqa: E402
+from conftest import READ_TIMEOUT, SERVER_JS, ServedProcess, free_port, text_of  # noqa: E402
+from mcp import Client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
+from test_replicas import ACCEPT, Replicas, replicas  # noqa: E402
+
+pytestmark = pytest.mark.anyio
+
+PROTOCOL = "2025-11-25"
+STEPS = 8
+LONG = {"duration": 4, "steps": STEPS}
+DONE = f"Long running operation completed. Duration: 4 seconds, Steps: {STEPS}."
+
+
+@contextmanager
+def group_over_http_upstream(tmp_path: Path) -> Iterator[Replicas]:
+    """The reference server over HTTP, and three replicas of a passthrough project on it."""
+    port = free_port()
+    upstream = ["node", str(SERVER_JS), "streamableHttp"]
+    with ServedProcess(upstream, {**os.environ, "PORT": str(port)}, ready="listening on port",
+                       failure="node did not start"):
+        with replicas(tmp_path, "passthrough", f"everything:  url: http://127.0.0.1:{port}/mcp") as group:
+            yield group
+
+
+def kill(group: Replicas, index: int) -> None:
+    """Kills replica `index` at once (no graceful shutdown: its open streams just break)."""
+    proc = group.procs[index].proc
+    proc.kill()
+    proc.wait(10)
+
+
+class Sse:
+    """Reads the SSE events of a streaming response: (id, message) per event with data."""
+
+    def __init__(self, response: httpx2.Response) -> None:
+        self.lines = response.aiter_lines()
+
+    async def next(self) -> tuple[str | None, dict[str, Any]]:
+        event_id: str | None = None
+        data: list[str] = []
+        async for line in self.lines:
+            if line.startswith("id:"):
+                event_id = line[3:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].strip())
+            elif not line and data and "".join(data):
+                return event_id, json.loads("".join(data))
+            elif not line:
+                event_id, data = None, []
+        raise AssertionError("the stream ended")
+
+
+async def start_session(http: httpx2.AsyncClient, url: str, capabilities: dict[str, Any]) -> dict[str, str]:
+    init = await http.post(url, headers=ACCEPT, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": PROTOCOL, "capabilities": capabilities,
+                   "clientInfo": {"name": "replica-events", "version": "1.0.0"}}})
+    assert init.status_code == 200, init.text
+    headers = {**ACCEPT, "mcp-session-id": init.headers["mcp-session-id"], "mcp-protocol-version": PROTOCOL}
+    note = await http.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert note.status_code == 202, note.text
+    return headers
+
+
+def long_call(request_id: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": {"name": "trigger-long-running-operation", "arguments": LONG,
+                       "_meta": {"progressToken": "steps"}}}
+
+
+def seq_of(event_id: str | None) -> tuple[int, int]:
+    assert event_id is not None, "an event of a resumable stream without an id"
+    stream, seq = event_id.split("-")
+    return int(stream), int(seq)
+
+
+async def test_a_broken_stream_resumes_on_another_replica_and_carries_on(tmp_path: Path) -> None:
+    with group_over_http_upstream(tmp_path) as group:
+        first, second = group.urls()[0], group.urls()[1]
+        async with httpx2.AsyncClient(timeout=READ_TIMEOUT) as http:
+            headers = await start_session(http, first, {})
+            seen: list[tuple[str | None, dict[str, Any]]] = []
+            with anyio.fail_after(READ_TIMEOUT):
+                async with http.stream("POST", first, headers=headers, json=long_call(7)) as response:
+                    assert response.status_code == 200
+                    events = Sse(response)
+                    while len(seen) < 2:
+                        seen.append(await events.next())
+                # The connection broke (closed here); the call goes on upstream of `first`.
+                last_id = seen[-1][0]
+                assert last_id is not None
+                async with http.stream("GET", second, headers={**headers, "last-event-id": last_id}) as resumed:
+                    assert resumed.status_code == 200, await resumed.aread()
+                    events = Sse(resumed)
+                    while "id" not in seen[-1][1] or seen[-1][1].get("method"):
+                        seen.append(await events.next())
+        progress = [m["params"]["progress"] for _, m in seen[:-1]]
+        assert progress == list(range(1, STEPS + 1)), (progress, group.stderr())
+        assert all(m["params"]["progressToken"] == "steps" for _, m in seen[:-1])
+        numbers = [seq_of(i) for i, _ in seen]
+        assert len({stream for stream, _ in numbers}) == 1 and [n for _, n in numbers] == list(range(1, STEPS + 2))
+        answer = seen[-1][1]
+        assert answer["id"] == 7 and text_of_result(answer) == DONE, answer
+        assert "resuming another replica's stream" in "".join(group.logs[1]), group.stderr()
+
+
+def text_of_result(message: dict[str, Any]) -> str:
+    return message["result"]["content"][0]["text"]
+
+
+async def test_the_replica_of_a_long_call_killed_the_client_resumes_elsewhere_and_learns_it(tmp_path: Path) -> None:
+    with group_over_http_upstream(tmp_path) as group:
+        progress: list[float] = []
+        two = anyio.Event()
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append(value)
+            if len(progress) == 2:
+                two.set()
+
+        async with Client(streamable_http_client(group.url), mode="legacy", read_timeout_seconds=READ_TIMEOUT,
+                          client_info=types.Implementation(name="replica-events", version="1.0.0"),
+                          cache=None) as c:
+            outcome: dict[str, Any] = {}
+
+            async def call() -> None:
+                try:
+                    outcome["result"] = await c.call_tool("trigger-long-running-operation", LONG,
+                                                          progress_callback=on_progress)
+                except MCPError as err:
+                    outcome["error"] = err
+
+            with anyio.fail_after(READ_TIMEOUT):
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(call)
+                    await two.wait()
+                    (serving,) = [i for i, line, body in group.balancer.requests
+                                  if line.startswith("POST") and b"trigger-long-running-operation" in body]
+                    kill(group, serving)
+        assert "error" in outcome, (outcome, group.stderr())
+        message = str(outcome["error"])
+        assert "has stopped" in message and "the request was lost" in message, message
+        # Every event the dead replica sent came once, in order; the call could not finish.
+        assert progress == list(range(1, len(progress) + 1)) and 2 <= len(progress) < STEPS, progress
+        others = "".join("".join(lines) for i, lines in enumerate(group.logs) if i != serving)
+        assert "resuming another replica's stream" in others, group.stderr()
+
+
+async def test_a_sampling_request_answered_through_another_replica_reaches_the_upstream_that_asked(
+        tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        asked.append(text_of(params.messages[0].content))
+        return types.CreateMessageResult(role="assistant", model="replica-events",
+                                         content=types.TextContent(type="text", text="answered across replicas"))
+
+    with group_over_http_upstream(tmp_path) as group:
+        async with Client(streamable_http_client(group.url), mode="legacy", read_timeout_seconds=READ_TIMEOUT,
+                          client_info=types.Implementation(name="replica-events", version="1.0.0"),
+                          sampling_callback=sample, cache=None) as c:
+            # The replica that created the session never passes the client's
+            # `notifications/initialized` to its upstream when the balancer sends it elsewhere,
+            # and the reference server only offers its sampling tool once initialized; the
+            # replicas that restored the session replayed the whole handshake. So the calls
+            # go to those two.
+            (creator,) = [i for i, line, body in group.balancer.requests if b'"method":"initialize"' in body]
+            kill(group, creator)
+            crossed: list[str] = []
+            for n in range(4):
+                mark = len(group.balancer.requests)
+                with anyio.fail_after(READ_TIMEOUT):
+                    result = await c.call_tool("trigger-sampling-request", {"prompt": f"round {n}"})
+                assert not result.is_error, (result, group.stderr())
+                assert "answered across replicas" in text_of(result.content[0]), result
+                posts = [(i, body) for i, line, body in group.balancer.requests[mark:] if line.startswith("POST")]
+                (call,) = [i for i, body in posts if b"trigger-sampling-request" in body]
+                (answer,) = [(i, json.loads(body)) for i, body in posts if b'"result"' in body and b"model" in body]
+                assert answer[1]["id"].startswith("mcpm:"), answer
+                if answer[0] != call:
+                    crossed.append(answer[1]["id"])
+            # Round robin over the two live replicas: some answers went to the other one.
+            assert crossed, ("every answer went to the replica that asked", group.balancer.requests)
+        assert asked == [f"Resource trigger-sampling-request context: round {n}" for n in range(4)], asked
+
+
+async def test_an_answer_for_a_replica_that_died_is_refused_naming_it(tmp_path: Path) -> None:
+    with group_over_http_upstream(tmp_path) as group:
+        first, second = group.urls()[0], group.urls()[1]
+        async with httpx2.AsyncClient(timeout=READ_TIMEOUT) as http:
+            headers = await start_session(http, first, {"sampling": {}})
+            request = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                       "params": {"name": "trigger-sampling-request", "arguments": {"prompt": "orphan"}}}
+            with anyio.fail_after(READ_TIMEOUT):
+                async with http.stream("POST", first, headers=headers, json=request) as response:
+                    events = Sse(response)
+                    _, asked = await events.next()
+                    assert asked["method"] == "sampling/createMessage", asked
+                    kill(group, 0)
+                reply = {"jsonrpc": "2.0", "id": asked["id"], "result": {
+                    "role": "assistant", "model": "m", "content": {"type": "text", "text": "too late"}}}
+                posted = await http.post(second, headers=headers, json=reply)
+        assert posted.status_code == 410, posted.text
+        error = posted.json()["error"]
+        tag = asked["id"].split(":")[1]
+        assert f"the replica {tag} that sent request" in error["message"], error
+        assert "has stopped" in error["message"], error
