@@ -55,6 +55,7 @@ pub mod jsonrpc;
 pub mod live;
 pub mod llm;
 pub mod model;
+mod model_state;
 pub mod pattern;
 pub mod project;
 pub mod proxy;
