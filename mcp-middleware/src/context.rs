@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth;
 use crate::error::HookResult;
+use crate::exchange::IdSource;
 use crate::jsonrpc;
 use crate::model_state::StateDescriptor;
 use crate::project::Project;
@@ -91,7 +92,24 @@ pub(crate) struct SessionLink {
     pub(crate) calls: mpsc::UnboundedSender<LoopCall>,
     pub(crate) to_client: crate::transport::queue::LineQueue,
     /// The chain's upstream end: requests hooks write to the upstream themselves.
-    pub(crate) upstream: crate::session::UpstreamEnd,
+    pub(crate) upstream: Arc<dyn DirectUpstream>,
+}
+
+/// The chain's upstream end as a context writes to it (`session::UpstreamEnd` implements it;
+/// the session sits above this module).
+pub(crate) trait DirectUpstream: std::fmt::Debug + Send + Sync {
+    /// Writes a request upstream for hooked call `call` and returns its id and the answer to
+    /// come, or gives `params` back when the request must go through the session loop.
+    fn send(
+        &self,
+        call: u64,
+        method: &str,
+        params: Option<String>,
+    ) -> Result<(u64, oneshot::Receiver<RawOutcome>), Option<String>>;
+    /// The session's upstream ids, for a request that goes through the loop.
+    fn ids(&self) -> &IdSource;
+    /// The answer to request `uid` is no longer awaited: it is cancelled upstream.
+    fn cancel(&self, uid: u64, reason: &str);
 }
 
 /// What the session learned from the client's `initialize` (or 2026-07-28 envelope).
@@ -492,7 +510,7 @@ enum Cancel<'a> {
     /// The session loop.
     Loop(&'a mpsc::UnboundedSender<LoopCall>),
     /// The hook's task, through the chain's upstream end.
-    Direct(&'a crate::session::UpstreamEnd),
+    Direct(&'a Arc<dyn DirectUpstream>),
 }
 
 impl Drop for InFlight<'_> {

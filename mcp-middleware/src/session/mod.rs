@@ -331,7 +331,7 @@ impl Session {
             SessionLink {
                 calls: calls_tx,
                 to_client: to_client.clone(),
-                upstream: upstream_end.clone(),
+                upstream: Arc::new(upstream_end.clone()),
             },
             project,
         ));
