@@ -626,3 +626,45 @@ impl Downstream<'_> {
     }
 }
 
+/// What a completion needs of the hook's context (`crate::llm` sits below the context).
+impl crate::llm::LlmHost for Context {
+    fn endpoint(&self) -> Option<&crate::llm::LlmEndpoint> {
+        self.project().and_then(|project| project.llm.as_ref())
+    }
+
+    fn protocol_version(&self) -> Option<String> {
+        Context::protocol_version(self)
+    }
+
+    fn client_capabilities(&self) -> Option<ClientCapabilities> {
+        Context::client_capabilities(self)
+    }
+
+    fn call_id(&self) -> u64 {
+        Context::call_id(self)
+    }
+
+    fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    fn ask(&self, ask: u64, method: &str, params: String) -> Option<oneshot::Receiver<RawOutcome>> {
+        let (reply, answer) = oneshot::channel();
+        self.session
+            .link
+            .calls
+            .send(LoopCall::Ask {
+                call: self.call,
+                ask,
+                method: method.to_owned(),
+                params: Some(params),
+                reply,
+            })
+            .ok()?;
+        Some(answer)
+    }
+
+    fn ask_done(&self, ask: u64) {
+        let _ = self.session.link.calls.send(LoopCall::AskDone { ask });
+    }
+}
