@@ -4,7 +4,8 @@
 //! A [`Live`] handle holds the proxy's current *generation*: its upstream, its composed chain,
 //! its project, and its routes. Give the handle to the proxy in
 //! [`SessionOptions::live`](crate::SessionOptions::live), install the first generation with
-//! [`Live::reload`], serve, and call [`Live::reload`] again with each new [`Proxy`]:
+//! [`Live::reload`], serve, and call [`Live::reload`] again with each new
+//! [`Proxy`](crate::Proxy):
 //!
 //! ```no_run
 //! use mcp_middleware::{Proxy, SessionOptions, live::Live, routing::Routes, upstream::StdioServer};
@@ -26,9 +27,9 @@
 //! ```
 //!
 //! What a reload does, in this order:
-//! 1. The next generation is built and validated whole ([`Proxy::chain`]: the model, every
-//!    config, the registry). A proxy that does not validate is refused with its error and
-//!    nothing changes.
+//! 1. The next generation is built and validated whole
+//!    ([`Proxy::chain`](crate::Proxy::chain): the model, every config, the registry). A proxy
+//!    that does not validate is refused with its error and nothing changes.
 //! 2. The routes are swapped, for every session at once: every chain that follows this handle
 //!    reads its routes from one shared slot, so an entry newly hidden is refused in open sessions
 //!    from this moment, before any of them hears of the change (fail closed).
