@@ -29,7 +29,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::error::ProxyError;
+use crate::auth::Identity;
+use crate::context::{BelowChain, SessionChain};
+use crate::error::{HookResult, ProxyError};
 use crate::model::{HookId, ModelDescriptor, StateDescriptor, Step, StepKind};
 use crate::routing::{Router, Routes};
 use crate::upstream::Upstream;
@@ -202,6 +204,38 @@ impl Chain {
 
     pub(crate) fn state_types(&self) -> &[StateDescriptor] {
         &self.states
+    }
+}
+
+impl SessionChain for Chain {
+    fn config(&self, type_id: TypeId) -> Option<&(dyn Any + Send + Sync)> {
+        Chain::config(self, type_id)
+    }
+
+    fn state_types(&self) -> &[StateDescriptor] {
+        Chain::state_types(self)
+    }
+
+    fn check_upstream_request(
+        &self,
+        method: &str,
+        params: Option<String>,
+        who: &Identity,
+    ) -> HookResult<Option<String>> {
+        Chain::check_upstream_request(self, method, params, who)
+    }
+
+    fn filter_upstream_answer(
+        &self,
+        method: &str,
+        raw: String,
+        who: &Identity,
+    ) -> HookResult<(String, Option<Vec<Value>>)> {
+        Chain::filter_upstream_answer(self, method, raw, who)
+    }
+
+    fn below(&self) -> &dyn BelowChain {
+        self
     }
 }
 

@@ -7,6 +7,8 @@
 
 use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -21,9 +23,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth;
-use crate::chain::Chain;
+use crate::error::HookResult;
+use crate::exchange::IdSource;
 use crate::jsonrpc;
-use crate::model::HookResult;
+use crate::model_state::StateDescriptor;
 use crate::project::Project;
 
 /// [`Identity`](crate::auth::Identity) lived here; it belongs to [`crate::auth`] now.
@@ -92,9 +95,24 @@ pub(crate) struct SessionLink {
     pub(crate) calls: mpsc::UnboundedSender<LoopCall>,
     pub(crate) to_client: crate::transport::queue::LineQueue,
     /// The chain's upstream end: requests hooks write to the upstream themselves.
-    pub(crate) upstream: crate::session::UpstreamEnd,
-    /// The hooked calls' way back: final answers their tasks write to the client themselves.
-    pub(crate) client: crate::session::ClientEnd,
+    pub(crate) upstream: Arc<dyn DirectUpstream>,
+}
+
+/// The chain's upstream end as a context writes to it (`session::UpstreamEnd` implements it;
+/// the session sits above this module).
+pub(crate) trait DirectUpstream: std::fmt::Debug + Send + Sync {
+    /// Writes a request upstream for hooked call `call` and returns its id and the answer to
+    /// come, or gives `params` back when the request must go through the session loop.
+    fn send(
+        &self,
+        call: u64,
+        method: &str,
+        params: Option<String>,
+    ) -> Result<(u64, oneshot::Receiver<RawOutcome>), Option<String>>;
+    /// The session's upstream ids, for a request that goes through the loop.
+    fn ids(&self) -> &IdSource;
+    /// The answer to request `uid` is no longer awaited: it is cancelled upstream.
+    fn cancel(&self, uid: u64, reason: &str);
 }
 
 /// What the session learned from the client's `initialize` (or 2026-07-28 envelope).
@@ -104,12 +122,67 @@ pub(crate) struct SessionInfo {
     pub(crate) protocol_version: Option<String>,
 }
 
+/// The chain a session's hooks run in, as a context reaches it: [`crate::chain::Chain`]
+/// implements it. A context holds the chain behind this trait because the chain's layers take
+/// contexts (`crate::model`): the chain sits above this module (see the crate's layering).
+pub(crate) trait SessionChain: Send + Sync {
+    /// The validated `Config` of the model whose config type is `type_id`.
+    fn config(&self, type_id: TypeId) -> Option<&(dyn Any + Send + Sync)>;
+    /// The `State` types a session keeps, one per model that has one.
+    fn state_types(&self) -> &[StateDescriptor];
+    /// The chain's innermost step on the way in (routes): the params to send the upstream, or
+    /// the refusal.
+    fn check_upstream_request(
+        &self,
+        method: &str,
+        params: Option<String>,
+        who: &auth::Identity,
+    ) -> HookResult<Option<String>>;
+    /// The chain's innermost step on the way out (routes): the upstream's answer as the models
+    /// see it, and for a listing the upstream's pass-through entries.
+    fn filter_upstream_answer(
+        &self,
+        method: &str,
+        raw: String,
+        who: &auth::Identity,
+    ) -> HookResult<(String, Option<Vec<Value>>)>;
+    /// The chain as [`Context::below`](crate::Context::below) runs it (`crate::below`).
+    fn below(&self) -> &dyn BelowChain;
+}
+
+/// What [`Context::below`](crate::Context::below) asks of the chain: its layers by name, and
+/// requests run through the routes, the layers named and the upstream (`crate::below`
+/// implements it for the chain, above the dispatch it needs).
+pub(crate) trait BelowChain: Send + Sync {
+    /// The names of the layers under the one called `model`, outermost first; none when no
+    /// layer has that name (so a model can never re-enter itself).
+    fn layers_below(&self, model: &str) -> Vec<&'static str>;
+    /// The names of the synthetic tools the layers in `below` add.
+    fn synthetic_tools(&self, below: &[&'static str]) -> Vec<&'static str>;
+    /// A `tools/call` with raw `params` through the routes, the layers in `below` and the
+    /// upstream, observed: its raw result.
+    fn call_tool<'a>(
+        &'a self,
+        ctx: &'a Context,
+        below: &'a [&'static str],
+        params: Option<String>,
+    ) -> Pin<Box<dyn Future<Output = HookResult<String>> + Send + 'a>>;
+    /// A `tools/list` with raw `params` through the layers in `below`, without what the routes
+    /// hide: its raw result.
+    fn list_tools<'a>(
+        &'a self,
+        ctx: &'a Context,
+        below: &'a [&'static str],
+        params: Option<String>,
+    ) -> Pin<Box<dyn Future<Output = HookResult<String>> + Send + 'a>>;
+}
+
 /// Everything a session's hooks share.
 pub(crate) struct SessionScope {
     pub(crate) id: String,
     pub(crate) identity: auth::Identity,
     pub(crate) info: RwLock<SessionInfo>,
-    pub(crate) chain: Arc<Chain>,
+    pub(crate) chain: Arc<dyn SessionChain>,
     pub(crate) states: HashMap<TypeId, Mutex<Box<dyn Any + Send>>>,
     pub(crate) link: SessionLink,
     pub(crate) project: Option<Arc<Project>>,
@@ -119,7 +192,7 @@ impl SessionScope {
     pub(crate) fn new(
         id: String,
         identity: auth::Identity,
-        chain: Arc<Chain>,
+        chain: Arc<dyn SessionChain>,
         link: SessionLink,
         project: Option<Arc<Project>>,
     ) -> Self {
@@ -445,7 +518,7 @@ enum Cancel<'a> {
     /// The session loop.
     Loop(&'a mpsc::UnboundedSender<LoopCall>),
     /// The hook's task, through the chain's upstream end.
-    Direct(&'a crate::session::UpstreamEnd),
+    Direct(&'a Arc<dyn DirectUpstream>),
 }
 
 impl Drop for InFlight<'_> {
@@ -558,5 +631,48 @@ impl Downstream<'_> {
         };
         let raw = self.ctx.client_raw(method, params).await?;
         from_result(method, &raw)
+    }
+}
+
+/// What a completion needs of the hook's context (`crate::llm` sits below the context).
+impl crate::llm::LlmHost for Context {
+    fn endpoint(&self) -> Option<&crate::llm::LlmEndpoint> {
+        self.project().and_then(|project| project.llm.as_ref())
+    }
+
+    fn protocol_version(&self) -> Option<String> {
+        Context::protocol_version(self)
+    }
+
+    fn client_capabilities(&self) -> Option<ClientCapabilities> {
+        Context::client_capabilities(self)
+    }
+
+    fn call_id(&self) -> u64 {
+        Context::call_id(self)
+    }
+
+    fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    fn ask(&self, ask: u64, method: &str, params: String) -> Option<oneshot::Receiver<RawOutcome>> {
+        let (reply, answer) = oneshot::channel();
+        self.session
+            .link
+            .calls
+            .send(LoopCall::Ask {
+                call: self.call,
+                ask,
+                method: method.to_owned(),
+                params: Some(params),
+                reply,
+            })
+            .ok()?;
+        Some(answer)
+    }
+
+    fn ask_done(&self, ask: u64) {
+        let _ = self.session.link.calls.send(LoopCall::AskDone { ask });
     }
 }

@@ -2,6 +2,13 @@
 
 use std::io;
 
+use rmcp::model::ErrorData;
+
+/// What a hook returns: its result, or the JSON-RPC error the client receives. Also what the
+/// [`Context`](crate::Context)'s calls return. Re-exported as `model::HookResult` and at the
+/// crate root.
+pub type HookResult<T> = Result<T, ErrorData>;
+
 /// An upstream server could not be used.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

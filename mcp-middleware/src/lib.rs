@@ -37,6 +37,26 @@
 //! - [`live`]: a running proxy takes new servers, routes and models without a restart.
 //! - [`request_tap`]: every client request's start and end, for traces and metrics;
 //!   [`trace_context`] carries trace context in `params._meta`.
+//!
+//! ## Layers
+//!
+//! The top-level modules import one another one way only, lowest first (`scripts/module-cycles`
+//! checks that no `crate::` path goes back up):
+//!
+//! 1. Wire and bookkeeping: [`jsonrpc`], [`transport`], `exchange` (ids, handshake), [`era`],
+//!    [`error`] (with [`HookResult`]), `model_state` (a model's `State` type, described), and
+//!    the helpers ([`pattern`], [`cache`], [`sealed_state`], [`trace_context`], `strict_json`,
+//!    `unknown_fields`).
+//! 2. The servers and who calls: [`upstream`], [`auth`], [`routing`], [`llm`], [`project`].
+//! 3. [`context`]: what a hook knows and can do. It reaches what sits above it through traits
+//!    those implement: the chain (`SessionChain`, `BelowChain`), the chain's upstream end
+//!    (`DirectUpstream`); [`llm`] reaches the context through `LlmHost`.
+//! 4. [`model`]: the hooks, `Layer`, `Next` (they take a [`Context`]); [`registry`].
+//! 5. [`chain`] (composition), then `dispatch` (running the steps), [`below`], [`request_tap`],
+//!    [`live`] (the handle sessions follow).
+//! 6. [`shared_store`], then `session` (one client connection).
+//! 7. The fronts and the entry point: [`http`], then [`proxy`] (which also defines
+//!    [`Live::reload`](live::Live::reload), since a reload takes a [`Proxy`]).
 // `deny`, not `forbid`: `upstream::parent_death` allows it for its one `pre_exec`.
 #![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
@@ -55,6 +75,7 @@ pub mod jsonrpc;
 pub mod live;
 pub mod llm;
 pub mod model;
+mod model_state;
 pub mod pattern;
 pub mod project;
 pub mod proxy;

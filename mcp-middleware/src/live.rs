@@ -4,7 +4,8 @@
 //! A [`Live`] handle holds the proxy's current *generation*: its upstream, its composed chain,
 //! its project, and its routes. Give the handle to the proxy in
 //! [`SessionOptions::live`](crate::SessionOptions::live), install the first generation with
-//! [`Live::reload`], serve, and call [`Live::reload`] again with each new [`Proxy`]:
+//! [`Live::reload`], serve, and call [`Live::reload`] again with each new
+//! [`Proxy`](crate::Proxy):
 //!
 //! ```no_run
 //! use mcp_middleware::{Proxy, SessionOptions, live::Live, routing::Routes, upstream::StdioServer};
@@ -26,9 +27,9 @@
 //! ```
 //!
 //! What a reload does, in this order:
-//! 1. The next generation is built and validated whole ([`Proxy::chain`]: the model, every
-//!    config, the registry). A proxy that does not validate is refused with its error and
-//!    nothing changes.
+//! 1. The next generation is built and validated whole
+//!    ([`Proxy::chain`](crate::Proxy::chain): the model, every config, the registry). A proxy
+//!    that does not validate is refused with its error and nothing changes.
 //! 2. The routes are swapped, for every session at once: every chain that follows this handle
 //!    reads its routes from one shared slot, so an entry newly hidden is refused in open sessions
 //!    from this moment, before any of them hears of the change (fail closed).
@@ -61,7 +62,6 @@ use tokio::sync::watch;
 use crate::chain::{Chain, RouterSlot};
 use crate::error::ProxyError;
 use crate::project::Project;
-use crate::proxy::Proxy;
 use crate::routing::{Router, Routes};
 use crate::upstream::Upstream;
 use crate::upstream::token_exchange::Caller;
@@ -216,20 +216,21 @@ impl Live {
         self.shared.generation.borrow().number
     }
 
-    /// Makes `proxy`'s configuration the running one (see the [module docs](self) for the
-    /// order of events): validated first, refused whole with its error when it does not
-    /// validate. A configuration equal to the running one changes nothing. Call it outside an
-    /// async task or inside one alike: it does not block on sessions (each restarts its own
-    /// upstream in its own task).
-    pub fn reload(&self, proxy: &Proxy) -> Result<Reloaded, ProxyError> {
+    /// Makes a proxy's configuration, `parts`, the running one once `chain` (which validates
+    /// it whole, [`Proxy::chain`](crate::Proxy::chain)) has built its chain: what
+    /// [`Live::reload`] does (in `crate::proxy`, which sits above this module).
+    pub(crate) fn install(
+        &self,
+        parts: Parts<'_>,
+        chain: impl FnOnce() -> Result<Chain, ProxyError>,
+    ) -> Result<Reloaded, ProxyError> {
         let _one = self
             .shared
             .reloading
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let parts = proxy.live_parts();
         // Validated whole before anything changes.
-        let chain = Arc::new(proxy.chain()?.follow_routes(self.shared.routes.clone()));
+        let chain = Arc::new(chain()?.follow_routes(self.shared.routes.clone()));
         let router = Router::new(parts.routes, parts.server).map(Arc::new);
         let next = Installed {
             server: parts.server.clone(),
@@ -380,118 +381,4 @@ pub(crate) struct Start {
     pub(crate) server: Upstream,
     pub(crate) chain: Arc<Chain>,
     pub(crate) project: Option<Arc<Project>>,
-}
-
-impl crate::http::SessionFactory {
-    /// What a new session of the front starts from: the running generation when the proxy
-    /// follows a [`Live`] handle, else what the proxy was built with. The upstream is bound to
-    /// `caller`.
-    pub(crate) fn current(&self, caller: &Caller) -> Start {
-        let installed = self
-            .options
-            .live
-            .as_ref()
-            .map(Live::current)
-            .filter(|generation| generation.installed.is_some());
-        match installed.as_deref().and_then(|g| g.installed.as_ref()) {
-            Some(installed) => Start {
-                server: installed.server.for_caller(caller),
-                chain: installed.chain.clone(),
-                project: installed.project.clone(),
-            },
-            None => Start {
-                server: self.server.for_caller(caller),
-                chain: self.chain.clone(),
-                project: self.project.clone(),
-            },
-        }
-    }
-
-    /// The session options for a session bound to `caller`.
-    pub(crate) fn options_for(&self, caller: &Caller) -> crate::SessionOptions {
-        let mut options = self.options.clone();
-        options.live = options.live.map(|live| live.for_caller(caller));
-        options
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::upstream::StdioServer;
-
-    fn following(proxy: Proxy, live: &Live) -> Proxy {
-        proxy.options(crate::SessionOptions {
-            live: Some(live.clone()),
-            ..Default::default()
-        })
-    }
-
-    #[test]
-    fn a_reload_reports_what_changed_and_an_equal_one_changes_nothing() {
-        let live = Live::new();
-        let first = live
-            .reload(&following(Proxy::new(StdioServer::new("a")), &live))
-            .expect("the first configuration");
-        assert!(first.first && first.generation == 1);
-        let same = live
-            .reload(&following(Proxy::new(StdioServer::new("a")), &live))
-            .expect("the same configuration");
-        assert!(same.is_unchanged() && same.generation == 1, "{same}");
-        let hidden = live
-            .reload(&following(
-                Proxy::new(StdioServer::new("b")).routes(Routes::new().hide("x")),
-                &live,
-            ))
-            .expect("servers and routes");
-        assert!(hidden.servers_changed && hidden.routes_changed && !hidden.model_changed);
-        assert_eq!(hidden.generation, 2);
-        assert_eq!(hidden.to_string(), "generation 2: servers, routes changed");
-        let routes = live.router_slot();
-        assert!(
-            routes.read().expect("slot").is_some(),
-            "the routes are in the slot"
-        );
-    }
-
-    #[test]
-    fn a_proxy_that_does_not_validate_changes_nothing() {
-        let live = Live::new();
-        live.reload(&following(Proxy::new(StdioServer::new("a")), &live))
-            .expect("the first configuration");
-        let wrong = following(
-            Proxy::new(StdioServer::new("b")).config("nobody", Value::Null),
-            &live,
-        );
-        assert!(live.reload(&wrong).is_err());
-        assert_eq!(live.generation(), 1);
-        let current = live.current();
-        assert_eq!(
-            current.installed.as_ref().map(|i| i.server.to_string()),
-            Some(StdioServer::new("a").to_string())
-        );
-    }
-
-    #[tokio::test]
-    async fn a_follower_hears_of_the_newest_generation_and_binds_it() {
-        let live = Live::new();
-        live.reload(&following(Proxy::new(StdioServer::new("a")), &live))
-            .expect("the first configuration");
-        let server: Upstream = StdioServer::new("a").into();
-        let mut follower = Some(live.follow(&server));
-        live.reload(&following(Proxy::new(StdioServer::new("b")), &live))
-            .expect("b");
-        live.reload(&following(Proxy::new(StdioServer::new("c")), &live))
-            .expect("c");
-        let reload = next(&mut follower).await;
-        assert_eq!(reload.number, 3);
-        assert_eq!(
-            reload.server.map(|s| s.to_string()),
-            Some(StdioServer::new("c").to_string())
-        );
-        assert!(reload.lists.tools && reload.lists.prompts && reload.lists.resources);
-        // A session that started on a stale generation hears of the running one at once.
-        let mut stale = Some(live.follow(&server));
-        assert_eq!(next(&mut stale).await.number, 3);
-    }
 }

@@ -406,3 +406,101 @@ async fn terminated() -> Result<&'static str, ProxyError> {
         _ = hup.recv() => "SIGHUP",
     })
 }
+
+// Here rather than in `crate::live`: a reload builds from a `Proxy`, which sits above the live
+// handle it is given in its session options.
+impl crate::live::Live {
+    /// Makes `proxy`'s configuration the running one (see the [module docs](self) for the
+    /// order of events): validated first, refused whole with its error when it does not
+    /// validate. A configuration equal to the running one changes nothing. Call it outside an
+    /// async task or inside one alike: it does not block on sessions (each restarts its own
+    /// upstream in its own task).
+    pub fn reload(&self, proxy: &Proxy) -> Result<crate::live::Reloaded, ProxyError> {
+        self.install(proxy.live_parts(), || proxy.chain())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::Proxy;
+    use crate::live::{Live, next};
+    use crate::routing::Routes;
+    use crate::upstream::{StdioServer, Upstream};
+
+    fn following(proxy: Proxy, live: &Live) -> Proxy {
+        proxy.options(crate::SessionOptions {
+            live: Some(live.clone()),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn a_reload_reports_what_changed_and_an_equal_one_changes_nothing() {
+        let live = Live::new();
+        let first = live
+            .reload(&following(Proxy::new(StdioServer::new("a")), &live))
+            .expect("the first configuration");
+        assert!(first.first && first.generation == 1);
+        let same = live
+            .reload(&following(Proxy::new(StdioServer::new("a")), &live))
+            .expect("the same configuration");
+        assert!(same.is_unchanged() && same.generation == 1, "{same}");
+        let hidden = live
+            .reload(&following(
+                Proxy::new(StdioServer::new("b")).routes(Routes::new().hide("x")),
+                &live,
+            ))
+            .expect("servers and routes");
+        assert!(hidden.servers_changed && hidden.routes_changed && !hidden.model_changed);
+        assert_eq!(hidden.generation, 2);
+        assert_eq!(hidden.to_string(), "generation 2: servers, routes changed");
+        let routes = live.router_slot();
+        assert!(
+            routes.read().expect("slot").is_some(),
+            "the routes are in the slot"
+        );
+    }
+
+    #[test]
+    fn a_proxy_that_does_not_validate_changes_nothing() {
+        let live = Live::new();
+        live.reload(&following(Proxy::new(StdioServer::new("a")), &live))
+            .expect("the first configuration");
+        let wrong = following(
+            Proxy::new(StdioServer::new("b")).config("nobody", Value::Null),
+            &live,
+        );
+        assert!(live.reload(&wrong).is_err());
+        assert_eq!(live.generation(), 1);
+        let current = live.current();
+        assert_eq!(
+            current.installed.as_ref().map(|i| i.server.to_string()),
+            Some(StdioServer::new("a").to_string())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_follower_hears_of_the_newest_generation_and_binds_it() {
+        let live = Live::new();
+        live.reload(&following(Proxy::new(StdioServer::new("a")), &live))
+            .expect("the first configuration");
+        let server: Upstream = StdioServer::new("a").into();
+        let mut follower = Some(live.follow(&server));
+        live.reload(&following(Proxy::new(StdioServer::new("b")), &live))
+            .expect("b");
+        live.reload(&following(Proxy::new(StdioServer::new("c")), &live))
+            .expect("c");
+        let reload = next(&mut follower).await;
+        assert_eq!(reload.number, 3);
+        assert_eq!(
+            reload.server.map(|s| s.to_string()),
+            Some(StdioServer::new("c").to_string())
+        );
+        assert!(reload.lists.tools && reload.lists.prompts && reload.lists.resources);
+        // A session that started on a stale generation hears of the running one at once.
+        let mut stale = Some(live.follow(&server));
+        assert_eq!(next(&mut stale).await.number, 3);
+    }
+}

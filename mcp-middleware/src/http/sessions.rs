@@ -1007,3 +1007,37 @@ impl Sessions {
         self.0.end_as_admin(id, reason)
     }
 }
+
+// What a front's new session starts from, with live changes (`crate::live`).
+impl SessionFactory {
+    /// What a new session of the front starts from: the running generation when the proxy
+    /// follows a [`Live`](crate::live::Live) handle, else what the proxy was built with. The
+    /// upstream is bound to `caller`.
+    pub(crate) fn current(&self, caller: &Caller) -> crate::live::Start {
+        let installed = self
+            .options
+            .live
+            .as_ref()
+            .map(crate::live::Live::current)
+            .filter(|generation| generation.installed.is_some());
+        match installed.as_deref().and_then(|g| g.installed.as_ref()) {
+            Some(installed) => crate::live::Start {
+                server: installed.server.for_caller(caller),
+                chain: installed.chain.clone(),
+                project: installed.project.clone(),
+            },
+            None => crate::live::Start {
+                server: self.server.for_caller(caller),
+                chain: self.chain.clone(),
+                project: self.project.clone(),
+            },
+        }
+    }
+
+    /// The session options for a session bound to `caller`.
+    pub(crate) fn options_for(&self, caller: &Caller) -> SessionOptions {
+        let mut options = self.options.clone();
+        options.live = options.live.map(|live| live.for_caller(caller));
+        options
+    }
+}

@@ -34,7 +34,10 @@ mod sampling;
 
 use std::time::Duration;
 
-use crate::context::Context;
+use rmcp::model::{ClientCapabilities, ErrorData};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
 use crate::era;
 
 pub use endpoint::LlmEndpoint;
@@ -272,12 +275,38 @@ impl From<LlmError> for rmcp::model::ErrorData {
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Llm<'a> {
-    ctx: &'a Context,
+    host: &'a dyn LlmHost,
+}
+
+/// What a completion needs of the hook's context: [`Context`](crate::Context) implements it.
+/// This module names the trait rather than the context because the context sits above it (it
+/// hands out [`Llm`] and keeps the project, whose [`LlmEndpoint`] is defined here).
+pub(crate) trait LlmHost: std::fmt::Debug + Sync {
+    /// The project's endpoint, if it configures one.
+    fn endpoint(&self) -> Option<&LlmEndpoint>;
+    /// The protocol version the client negotiated or declares, once known.
+    fn protocol_version(&self) -> Option<String>;
+    /// The capabilities the client declared.
+    fn client_capabilities(&self) -> Option<ClientCapabilities>;
+    /// The hooked client request the completion serves (0: none).
+    fn call_id(&self) -> u64;
+    /// The request's cancellation.
+    fn cancellation(&self) -> &CancellationToken;
+    /// Asks the client `method` on behalf of that request, as question `ask`; `None` when the
+    /// session has ended.
+    fn ask(
+        &self,
+        ask: u64,
+        method: &str,
+        params: String,
+    ) -> Option<oneshot::Receiver<Result<String, ErrorData>>>;
+    /// The answer to `ask` is no longer awaited.
+    fn ask_done(&self, ask: u64);
 }
 
 impl<'a> Llm<'a> {
-    pub(crate) fn new(ctx: &'a Context) -> Self {
-        Self { ctx }
+    pub(crate) fn new(host: &'a dyn LlmHost) -> Self {
+        Self { host }
     }
 
     /// Which way a completion would go now, or why there is none.
@@ -297,7 +326,7 @@ impl<'a> Llm<'a> {
         let after = request.timeout.unwrap_or(DEFAULT_TIMEOUT);
         let work = async {
             match via {
-                LlmVia::ClientSampling => sampling::complete(self.ctx, &request).await,
+                LlmVia::ClientSampling => sampling::complete(self.host, &request).await,
                 LlmVia::Endpoint => match self.endpoint() {
                     Some(endpoint) => endpoint.complete(&request).await,
                     None => Err(LlmError::Config("the endpoint went away".to_owned())),
@@ -306,7 +335,7 @@ impl<'a> Llm<'a> {
         };
         tokio::select! {
             biased;
-            () = self.ctx.cancellation().cancelled() => Err(LlmError::Cancelled),
+            () = self.host.cancellation().cancelled() => Err(LlmError::Cancelled),
             outcome = tokio::time::timeout(after, work) => {
                 outcome.unwrap_or(Err(LlmError::Timeout { via, after }))
             }
@@ -314,16 +343,16 @@ impl<'a> Llm<'a> {
     }
 
     fn endpoint(&self) -> Option<&'a LlmEndpoint> {
-        self.ctx.project().and_then(|project| project.llm.as_ref())
+        self.host.endpoint()
     }
 
     /// Why the client's sampling cannot be used, or `None` when it can.
     fn sampling_unavailable(&self) -> Option<String> {
-        let stateless = self.ctx.protocol_version().as_deref() == Some(era::STATELESS_VERSION);
-        match self.ctx.client_capabilities() {
+        let stateless = self.host.protocol_version().as_deref() == Some(era::STATELESS_VERSION);
+        match self.host.client_capabilities() {
             Some(capabilities) if capabilities.sampling.is_some() => {
                 // A 2026-07-28 client is asked in an input round of the request in progress.
-                (stateless && self.ctx.call_id() == 0).then(|| {
+                (stateless && self.host.call_id() == 0).then(|| {
                     format!(
                         "the client speaks {} (stateless) and can be asked only within a \
                          request in progress, and this hook serves none",

@@ -1,10 +1,10 @@
 //! A completion through the client's sampling: [`LlmRequest`] as `sampling/createMessage`
 //! params, and its result back as an [`LlmResponse`].
 //!
-//! The question goes to the session loop as [`LoopCall::Ask`], which sends it as a request to a
-//! client that can receive one and as an input round of the call in progress to a 2026-07-28
-//! client (`session::rounds`). Whenever the completion stops waiting, answered or not (its
-//! future dropped by a cancellation or a timeout), [`LoopCall::AskDone`] tells the loop, which
+//! The question goes to the session loop as `LoopCall::Ask` (through [`LlmHost::ask`]), which
+//! sends it as a request to a client that can receive one and as an input round of the call in
+//! progress to a 2026-07-28 client (`session::rounds`). Whenever the completion stops waiting, answered or not (its
+//! future dropped by a cancellation or a timeout), `LoopCall::AskDone` tells the loop, which
 //! withdraws a request still open at the client (`notifications/cancelled`).
 //!
 //! Written on `serde_json` rather than rmcp's sampling types, which rmcp marks deprecated
@@ -13,33 +13,24 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Map, Value, json};
-use tokio::sync::{mpsc, oneshot};
 
-use super::{LlmError, LlmRequest, LlmResponse, LlmVia};
-use crate::context::{Context, LoopCall};
+use super::{LlmError, LlmHost, LlmRequest, LlmResponse, LlmVia};
 
 const VIA: LlmVia = LlmVia::ClientSampling;
 const METHOD: &str = "sampling/createMessage";
 
-pub(super) async fn complete(ctx: &Context, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
+pub(super) async fn complete(
+    host: &dyn LlmHost,
+    request: &LlmRequest,
+) -> Result<LlmResponse, LlmError> {
     let failed = |message: String| LlmError::Failed { via: VIA, message };
     let gone = || failed("the session ended before the client answered".to_owned());
     // Unique in the process, so unique in the session.
     static ASKS: AtomicU64 = AtomicU64::new(0);
     let ask = ASKS.fetch_add(1, Ordering::Relaxed) + 1;
-    let calls = &ctx.scope().link.calls;
-    let (reply, answer) = oneshot::channel();
     let params = params(request).to_string();
-    calls
-        .send(LoopCall::Ask {
-            call: ctx.call_id(),
-            ask,
-            method: METHOD.to_owned(),
-            params: Some(params),
-            reply,
-        })
-        .map_err(|_| gone())?;
-    let _done = AskDone { calls, ask };
+    let answer = host.ask(ask, METHOD, params).ok_or_else(gone)?;
+    let _done = AskDone { host, ask };
     let answer = answer
         .await
         .map_err(|_| gone())?
@@ -53,13 +44,13 @@ pub(super) async fn complete(ctx: &Context, request: &LlmRequest) -> Result<LlmR
 
 /// Tells the session loop, when dropped, that the answer to `ask` is no longer awaited.
 struct AskDone<'a> {
-    calls: &'a mpsc::UnboundedSender<LoopCall>,
+    host: &'a dyn LlmHost,
     ask: u64,
 }
 
 impl Drop for AskDone<'_> {
     fn drop(&mut self) {
-        let _ = self.calls.send(LoopCall::AskDone { ask: self.ask });
+        self.host.ask_done(self.ask);
     }
 }
 

@@ -64,8 +64,8 @@ use super::layer::Layer;
 use super::next::{Next, Step, StepKind};
 use crate::context::Context;
 
-/// What a hook returns: its result, or the JSON-RPC error the client receives.
-pub type HookResult<T> = Result<T, ErrorData>;
+// Owned by `crate::error` (the context, below this module, returns it too).
+pub use crate::error::HookResult;
 
 /// A boxed future that can move between threads: what [`Layer`] methods return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

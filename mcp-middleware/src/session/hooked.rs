@@ -298,7 +298,7 @@ impl Session {
         let ctx = Context::new(self.scope.clone(), call, cancel.clone());
         let chain = self.chain.clone();
         let calls = self.scope.link.calls.clone();
-        let client_end = self.scope.link.client.clone();
+        let client_end = self.client_end.clone();
         let answer = Answer::default();
         let task_answer = answer.clone();
         let client_id: Box<str> = id.into();
@@ -795,8 +795,7 @@ mod tests {
             SessionLink {
                 calls,
                 to_client: to_client.clone(),
-                upstream: UpstreamEnd::new(None, 1024),
-                client: ClientEnd::new(to_client),
+                upstream: Arc::new(UpstreamEnd::new(None, 1024)),
             },
             None,
         ));

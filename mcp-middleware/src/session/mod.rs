@@ -358,8 +358,7 @@ impl Session {
             SessionLink {
                 calls: calls_tx,
                 to_client: to_client.clone(),
-                upstream: upstream_end.clone(),
-                client: client_end.clone(),
+                upstream: Arc::new(upstream_end.clone()),
             },
             project,
         ));

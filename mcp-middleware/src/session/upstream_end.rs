@@ -271,6 +271,26 @@ impl AnswerTap for UpstreamEnd {
     }
 }
 
+/// How a context writes to the upstream (`crate::context`, below the session, names the trait).
+impl crate::context::DirectUpstream for UpstreamEnd {
+    fn send(
+        &self,
+        call: u64,
+        method: &str,
+        params: Option<String>,
+    ) -> Result<(u64, oneshot::Receiver<RawOutcome>), Option<String>> {
+        UpstreamEnd::send(self, call, method, params)
+    }
+
+    fn ids(&self) -> &IdSource {
+        UpstreamEnd::ids(self)
+    }
+
+    fn cancel(&self, uid: u64, reason: &str) {
+        UpstreamEnd::cancel(self, uid, reason);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
