@@ -12,7 +12,7 @@ use crate::paging::{self, Limits, Store};
 /// `pageBytes` is cut at line boundaries (a line longer than a page at a character boundary,
 /// never inside a UTF-8 character). The client gets page 1 followed by a footer such as
 /// `[page 1 of 12 (380.5 KiB in all); for page 2 call the tool read_page with {"cursor":
-/// "3fa9c2d1-1-2"}]`; `read_page` returns each later page with its own footer, and the last
+/// "3fa9c2d1-2846519-2"}]`; `read_page` returns each later page with its own footer, and the last
 /// one's footer says it is the last. The pages without their footers concatenate to the
 /// original text exactly. Images, audio, resource links and blobs pass untouched, and so does
 /// text that fits one page.
@@ -128,7 +128,7 @@ impl Document {
     }
 }
 
-/// A session's paged texts, numbered in the order they were stored, under a random tag that
+/// A session's paged texts, each under a random number, under a random tag that
 /// tells this session's cursors from any other's.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct PageStore {
@@ -171,10 +171,22 @@ impl Cursor {
 }
 
 impl PageStore {
+    /// A number for the next document: random, not one kept. Not a count: two replicas that
+    /// each store a document of one session at once (a shared store) must not give both the
+    /// same number, or the merge of their states would keep only one.
+    fn next_number(&mut self) -> u64 {
+        self.stored += 1;
+        loop {
+            let number = u64::from(paging::session_tag());
+            if number != 0 && !self.documents.contains(&number) {
+                return number;
+            }
+        }
+    }
+
     /// Stores a text of several pages; returns page 1 with its footer.
     fn add(&mut self, document: Document, limits: Limits) -> String {
-        self.stored += 1;
-        let number = self.stored;
+        let number = self.next_number();
         let first = self.render(number, &document, 1);
         let size = document.text.len();
         self.documents.insert(number, document, size, limits);
@@ -190,8 +202,7 @@ impl PageStore {
         limits: Limits,
     ) -> (String, usize) {
         let document = Document::new(text, page_bytes);
-        self.stored += 1;
-        let number = self.stored;
+        let number = self.next_number();
         let pages = document.ends.len();
         let size = document.text.len();
         self.documents.insert(number, document, size, limits);
@@ -207,7 +218,7 @@ impl PageStore {
                 self.tag
             ));
         };
-        if parsed.tag != self.tag || parsed.document == 0 || parsed.document > self.stored {
+        if parsed.tag != self.tag || parsed.document == 0 || self.stored == 0 {
             return Err(format!(
                 "cursor `{cursor}` does not belong to this session (it comes from another session \
                  or an earlier run of the proxy): call the original tool again for fresh pages"
@@ -362,6 +373,8 @@ mod tests {
         let past = store.read(&format!("{tag}-3-999"), LIMITS).unwrap_err();
         assert!(past.contains("has 8 pages"), "{past}");
         let unissued = store.read(&format!("{tag}-9-2"), LIMITS).unwrap_err();
-        assert!(unissued.contains("another session"), "{unissued}");
+        assert!(unissued.contains("expired"), "{unissued}");
+        let fresh = PageStore::default().read(&format!("{tag}-9-2"), LIMITS);
+        assert!(fresh.unwrap_err().contains("another session"));
     }
 }
