@@ -134,6 +134,11 @@ impl Document {
 pub(crate) struct PageStore {
     tag: u32,
     stored: u64,
+    /// Every tag this session's cursors were handed out under (hex). One, unless replicas
+    /// sharing the session each stored a first document at once: a merge keeps one `tag`
+    /// and both entries here, so both replicas' cursors still read.
+    #[serde(default)]
+    tags: std::collections::BTreeMap<String, bool>,
     documents: Store<u64, Document>,
 }
 
@@ -142,6 +147,7 @@ impl Default for PageStore {
         Self {
             tag: paging::session_tag(),
             stored: 0,
+            tags: std::collections::BTreeMap::new(),
             documents: Store::default(),
         }
     }
@@ -176,6 +182,7 @@ impl PageStore {
     /// same number, or the merge of their states would keep only one.
     fn next_number(&mut self) -> u64 {
         self.stored += 1;
+        self.tags.insert(format!("{:08x}", self.tag), true);
         loop {
             let number = u64::from(paging::session_tag());
             if number != 0 && !self.documents.contains(&number) {
@@ -218,7 +225,9 @@ impl PageStore {
                 self.tag
             ));
         };
-        if parsed.tag != self.tag || parsed.document == 0 || self.stored == 0 {
+        let ours =
+            parsed.tag == self.tag || self.tags.contains_key(&format!("{:08x}", parsed.tag));
+        if !ours || parsed.document == 0 || self.stored == 0 {
             return Err(format!(
                 "cursor `{cursor}` does not belong to this session (it comes from another session \
                  or an earlier run of the proxy): call the original tool again for fresh pages"

@@ -206,3 +206,43 @@ async def test_paged_documents_live_in_fields_of_their_own_and_read_on_every_rep
                 page = only_text(await c.call_tool("read_page", {"cursor": found.group(1)}))
                 assert len(bodies) < 100, "the pages never end"
             assert len(bodies) > 3 and "".join(bodies) == f"Echo: {LONG}", group.stderr()
+
+
+async def test_two_replicas_paging_one_session_at_once_keep_both_documents(tmp_path: Path) -> None:
+    with replicas(tmp_path, "paginate", sets=["paginate: { pageBytes: 512 }"]) as group:
+        first, second, third = group.urls()
+        async with httpx2.AsyncClient(timeout=READ_TIMEOUT) as raw:
+            started = await raw.post(first, headers=ACCEPT, json=INITIALIZE)
+            assert started.status_code == 200, started.text
+            sid = started.headers["mcp-session-id"]
+            session = {**ACCEPT, "mcp-session-id": sid, "mcp-protocol-version": VERSION}
+            initialized = await raw.post(first, headers=session, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+            assert initialized.status_code == 202, initialized.text
+            texts = {url: f"{url}\n{LONG}" for url in (first, second)}
+            cursors: dict[str, str] = {}
+
+            async def page_one(url: str, n: int) -> None:
+                call = {"jsonrpc": "2.0", "id": 10 + n, "method": "tools/call",
+                        "params": {"name": "echo", "arguments": {"message": texts[url]}}}
+                answer = await raw.post(url, headers=session, json=call)
+                assert answer.status_code == 200, answer.text
+                page = text_of_result(data_of(answer.text))
+                found = NEXT.search(page[page.rfind(FOOTER):])
+                assert found, page[-300:]
+                cursors[url] = found.group(1)
+
+            # Both answers are written by compare-and-set: the later one conflicts, merges and
+            # writes again; each document is a member of its own, so both survive.
+            async with anyio.create_task_group() as tg:
+                for n, url in enumerate((first, second)):
+                    tg.start_soon(page_one, url, n)
+            for n, (url, cursor) in enumerate(cursors.items()):
+                call = {"jsonrpc": "2.0", "id": 20 + n, "method": "tools/call",
+                        "params": {"name": "read_page", "arguments": {"cursor": cursor}}}
+                answer = await raw.post(third, headers=session, json=call)
+                assert answer.status_code == 200, answer.text
+                message = data_of(answer.text)
+                assert not message["result"].get("isError"), (message, group.stderr())
+                assert "[page 2 of" in text_of_result(message), message
+        fields = redis_cli(group.redis, "HKEYS", f"mcpm:shared:session:{sid}").split()
+        assert len([f for f in fields if f.startswith("d:")]) == 2, fields
