@@ -225,8 +225,7 @@ impl PageStore {
                 self.tag
             ));
         };
-        let ours =
-            parsed.tag == self.tag || self.tags.contains_key(&format!("{:08x}", parsed.tag));
+        let ours = parsed.tag == self.tag || self.tags.contains_key(&format!("{:08x}", parsed.tag));
         if !ours || parsed.document == 0 || self.stored == 0 {
             return Err(format!(
                 "cursor `{cursor}` does not belong to this session (it comes from another session \
@@ -371,7 +370,9 @@ mod tests {
         let first = store.add(Document::new(text.clone(), 256), LIMITS);
         let cursor = next_cursor(&first).expect("cursor");
         store.add(Document::new(text.clone(), 256), LIMITS);
-        store.add(Document::new(text, 256), LIMITS);
+        let last = store.add(Document::new(text, 256), LIMITS);
+        let last = next_cursor(&last).expect("cursor");
+        let number = last.split('-').nth(1).expect("a document number");
         let expired = store.read(&cursor, LIMITS).unwrap_err();
         assert!(expired.contains("expired"), "{expired}");
         let garbled = store.read("nonsense", LIMITS).unwrap_err();
@@ -379,8 +380,12 @@ mod tests {
         let foreign = store.read("00000000-3-2", LIMITS).unwrap_err();
         assert!(foreign.contains("another session"), "{foreign}");
         let tag = format!("{:08x}", store.tag);
-        let past = store.read(&format!("{tag}-3-999"), LIMITS).unwrap_err();
+        let past = store
+            .read(&format!("{tag}-{number}-999"), LIMITS)
+            .unwrap_err();
         assert!(past.contains("has 8 pages"), "{past}");
+        let unissued = store.read(&format!("{tag}-0-2"), LIMITS).unwrap_err();
+        assert!(unissued.contains("another session"), "{unissued}");
         let unissued = store.read(&format!("{tag}-9-2"), LIMITS).unwrap_err();
         assert!(unissued.contains("expired"), "{unissued}");
         let fresh = PageStore::default().read(&format!("{tag}-9-2"), LIMITS);

@@ -328,6 +328,35 @@ mod tests {
     }
 
     #[test]
+    fn the_store_round_trips_through_json_keeping_its_order() {
+        let limits = Limits {
+            documents: 3,
+            bytes: 100,
+        };
+        let mut store: Store<u64, String> = Store::default();
+        store.insert(7, "seven".into(), 5, limits);
+        store.insert(3, "three".into(), 5, limits);
+        store.touch(&7);
+        let json = serde_json::to_value(&store).expect("serialises");
+        assert_eq!(json["$documents"]["3"], "three");
+        let back: Store<u64, String> = serde_json::from_value(json).expect("reads back");
+        assert_eq!(back.bytes, 10);
+        let order: Vec<u64> = back.entries.iter().map(|(k, _, _)| *k).collect();
+        assert_eq!(order, [3, 7], "oldest first");
+    }
+
+    #[test]
+    fn an_entry_without_its_document_is_dropped() {
+        let json = serde_json::json!({
+            "$documents": { "1": "one" },
+            "order": { "1": [0, 3], "2": [1, 4] }
+        });
+        let store: Store<u64, String> = serde_json::from_value(json).expect("reads");
+        assert_eq!(store.len(), 1);
+        assert_eq!(store.bytes, 3);
+    }
+
+    #[test]
     fn sizes_read_well() {
         assert_eq!(size(812), "812 B");
         assert_eq!(size(12 * 1024 + 400), "12.4 KiB");

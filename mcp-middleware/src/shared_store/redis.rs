@@ -666,6 +666,86 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn quotas_count_live_sessions_atomically_and_forget_ended_ones() -> Result<(), StoreError>
+    {
+        let server = Server::start().await;
+        let store = RedisBackend::connect(&server.url, "unit").await?;
+        let owner = "token:alice";
+        assert!(store.claim(owner, "a", 2, TTL).await?);
+        assert!(
+            store.claim(owner, "a", 2, TTL).await?,
+            "a claim is idempotent"
+        );
+        assert!(store.claim(owner, "b", 2, TTL).await?);
+        assert!(!store.claim(owner, "c", 2, TTL).await?, "at the limit");
+        assert!(
+            store.claim("token:bob", "c", 2, TTL).await?,
+            "owners are apart"
+        );
+        store.release(owner, "b").await?;
+        assert!(store.claim(owner, "c", 2, TTL).await?);
+        // Written sessions count while their record lives; `delete` frees their place.
+        store.save_meta("a", &meta(), TTL).await?;
+        store.delete("a", TTL).await?;
+        assert!(store.claim(owner, "d", 2, TTL).await?);
+        // A claim never written stops counting once its TTL passed.
+        assert!(
+            store
+                .claim("token:carol", "e", 1, Duration::from_millis(50))
+                .await?
+        );
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        assert!(store.claim("token:carol", "f", 1, TTL).await?);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn documents_are_fields_of_their_own_written_once_and_removed_with_the_last_reference()
+    -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let store = RedisBackend::connect(&server.url, "unit").await?;
+        store.save_meta("s", &meta(), TTL).await?;
+        let write = StatesWrite {
+            states: vec![(
+                "p::State".to_owned(),
+                r#"{"$documents":{"1":"d1"}}"#.to_owned(),
+            )],
+            documents: vec![("d1".to_owned(), r#""long text""#.to_owned())],
+            removed: Vec::new(),
+        };
+        assert_eq!(
+            store.save_states("s", 0, write, TTL).await?,
+            Saved::Version(1)
+        );
+        let loaded = store
+            .load("s", TTL)
+            .await?
+            .ok_or_else(|| store.corrupt("gone".into()))?;
+        assert!(loaded.documents.is_empty(), "a load reads no documents");
+        let found = store
+            .documents("s", vec!["d1".to_owned(), "nope".to_owned()])
+            .await?;
+        assert_eq!(found.len(), 1);
+        assert_eq!(found.get("d1").map(String::as_str), Some(r#""long text""#));
+        let write = StatesWrite {
+            states: vec![("p::State".to_owned(), r#"{"$documents":{}}"#.to_owned())],
+            documents: Vec::new(),
+            removed: vec!["d1".to_owned()],
+        };
+        assert_eq!(
+            store.save_states("s", 1, write, TTL).await?,
+            Saved::Version(2)
+        );
+        assert!(
+            store
+                .documents("s", vec!["d1".to_owned()])
+                .await?
+                .is_empty()
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn namespaces_keep_projects_apart() -> Result<(), StoreError> {
         let server = Server::start().await;
         let one = RedisBackend::connect(&server.url, "one").await?;
