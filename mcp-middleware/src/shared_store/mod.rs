@@ -14,7 +14,11 @@
 //! - the handshake (`initialize` params, log level, resource subscriptions), replayed to the
 //!   upstream a replica starts for a session it did not create: what the upstream itself kept
 //!   in memory for the session is not carried;
-//! - every model's `State` (serde), including paginate's and section-split's documents.
+//! - every model's `State` (serde), including paginate's and section-split's documents, each
+//!   of which is kept once under a field of its own ([`DOCUMENTS`]);
+//! - each owner's sessions, for the quota counted on every replica
+//!   (`mcpm:{project}:quota:{owner}`);
+//! - stateless 2026-07-28 clients' states, under `stateless:` and a digest of owner and client.
 //!
 //! Keys are namespaced per project (`mcpm:{project}:session:{id}`), so one Redis serves several
 //! projects; each key expires after the idle timeout, renewed by every request (a sliding TTL).
