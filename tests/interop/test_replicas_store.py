@@ -246,3 +246,31 @@ async def test_two_replicas_paging_one_session_at_once_keep_both_documents(tmp_p
                 assert "[page 2 of" in text_of_result(message), message
         fields = redis_cli(group.redis, "HKEYS", f"mcpm:shared:session:{sid}").split()
         assert len([f for f in fields if f.startswith("d:")]) == 2, fields
+
+
+async def test_without_redis_new_and_stateless_sessions_fail_naming_the_store_and_recover(tmp_path: Path) -> None:
+    with replicas(tmp_path, "gate") as group:
+        stateless = {"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw-stateless", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}}}
+        modern = {**ACCEPT, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"}
+        async with httpx2.AsyncClient(timeout=READ_TIMEOUT) as raw:
+            listed = await raw.post(group.urls()[0], headers=modern, json=stateless)
+            assert listed.status_code == 200 and "begin_session" in listed.text, listed.text
+            group.redis.stop()
+            for url in group.urls()[1:]:
+                for headers, body in ((ACCEPT, INITIALIZE), (modern, stateless)):
+                    refused = await raw.post(url, headers=headers, json=body)
+                    assert refused.status_code == 503, refused.text
+                    message = data_of(refused.text)["error"]["message"]
+                    assert "session store" in message and group.redis.url in message, message
+            group.redis.start()
+            with anyio.fail_after(20):
+                while True:
+                    again = await raw.post(group.urls()[1], headers=ACCEPT, json=INITIALIZE)
+                    if again.status_code == 200:
+                        break
+                    await anyio.sleep(0.2)
+            listed = await raw.post(group.urls()[2], headers=modern, json=stateless)
+            assert listed.status_code == 200 and "begin_session" in listed.text, listed.text
