@@ -713,7 +713,8 @@ impl Registry {
         }
         for handle in gone {
             if !handle.ended.is_cancelled() {
-                let timeout = if handle.sync.is_some() {
+                // A stateless session's copy here is not shortened (it lives in `stateless`).
+                let timeout = if handle.sync.is_some() && !handle.id.starts_with("stateless:") {
                     stateful_timeout
                 } else {
                     timeout
