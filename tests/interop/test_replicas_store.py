@@ -274,3 +274,26 @@ async def test_without_redis_new_and_stateless_sessions_fail_naming_the_store_an
                     await anyio.sleep(0.2)
             listed = await raw.post(group.urls()[2], headers=modern, json=stateless)
             assert listed.status_code == 200 and "begin_session" in listed.text, listed.text
+
+
+async def test_section_split_sections_read_through_other_replicas(tmp_path: Path) -> None:
+    sets = ["section-split: { thresholdBytes: 2048, pageBytes: 2048 }"]
+    with replicas(tmp_path, "section-split", sets=sets) as group:
+        async with client(group.url) as c:
+            result = await c.read_resource("demo://resource/static/document/structure.md")
+            toc = result.contents[0].text
+            assert toc.startswith("This Markdown document"), toc[:300]
+            ids = [row.split()[0] for row in toc.split("\nid ", 1)[1].splitlines()[1:] if row.strip()]
+            assert len(ids) >= 2, toc
+            ids = ids * 2  # each read on more than one replica
+            before = list(group.balancer.served)
+            for section in ids:
+                read = await c.call_tool("read_section", {"id": section})
+                assert not read.is_error, (section, read, group.stderr())
+                assert text_of(read.content[0]).strip(), section
+            served = [after - b for after, b in zip(group.balancer.served, before)]
+            assert all(n >= 1 for n in served), served
+            keys = group.redis.keys("mcpm:shared:session:*")
+            assert len(keys) == 1, keys
+            fields = redis_cli(group.redis, "HKEYS", keys[0]).split()
+            assert len([f for f in fields if f.startswith("d:")]) == 1, fields
