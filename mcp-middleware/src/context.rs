@@ -184,6 +184,9 @@ pub(crate) struct SessionScope {
     pub(crate) info: RwLock<SessionInfo>,
     pub(crate) chain: Arc<dyn SessionChain>,
     pub(crate) states: HashMap<TypeId, Mutex<Box<dyn Any + Send>>>,
+    /// Per state: whether a hook took it mutably since the shared store last saved it (so
+    /// a state no hook touched is neither serialised nor written).
+    pub(crate) dirty: HashMap<TypeId, std::sync::atomic::AtomicBool>,
     pub(crate) link: SessionLink,
     pub(crate) project: Option<Arc<Project>>,
 }
@@ -201,12 +204,18 @@ impl SessionScope {
             .iter()
             .map(|state| ((state.type_id)(), Mutex::new((state.new)())))
             .collect();
+        let dirty = chain
+            .state_types()
+            .iter()
+            .map(|state| ((state.type_id)(), std::sync::atomic::AtomicBool::new(false)))
+            .collect();
         Self {
             id,
             identity,
             info: RwLock::new(SessionInfo::default()),
             chain,
             states,
+            dirty,
             link,
             project,
         }
@@ -379,6 +388,9 @@ impl Context {
             Err(poisoned) => poisoned.into_inner(),
         };
         let state = guard.downcast_mut::<S>().ok_or_else(missing)?;
+        if let Some(dirty) = self.session.dirty.get(&TypeId::of::<S>()) {
+            dirty.store(true, std::sync::atomic::Ordering::Release);
+        }
         Ok(f(state))
     }
 

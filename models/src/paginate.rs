@@ -12,7 +12,7 @@ use crate::paging::{self, Limits, Store};
 /// `pageBytes` is cut at line boundaries (a line longer than a page at a character boundary,
 /// never inside a UTF-8 character). The client gets page 1 followed by a footer such as
 /// `[page 1 of 12 (380.5 KiB in all); for page 2 call the tool read_page with {"cursor":
-/// "3fa9c2d1-1-2"}]`; `read_page` returns each later page with its own footer, and the last
+/// "3fa9c2d1-2846519-2"}]`; `read_page` returns each later page with its own footer, and the last
 /// one's footer says it is the last. The pages without their footers concatenate to the
 /// original text exactly. Images, audio, resource links and blobs pass untouched, and so does
 /// text that fits one page.
@@ -128,12 +128,17 @@ impl Document {
     }
 }
 
-/// A session's paged texts, numbered in the order they were stored, under a random tag that
+/// A session's paged texts, each under a random number, under a random tag that
 /// tells this session's cursors from any other's.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct PageStore {
     tag: u32,
     stored: u64,
+    /// Every tag this session's cursors were handed out under (hex). One, unless replicas
+    /// sharing the session each stored a first document at once: a merge keeps one `tag`
+    /// and both entries here, so both replicas' cursors still read.
+    #[serde(default)]
+    tags: std::collections::BTreeMap<String, bool>,
     documents: Store<u64, Document>,
 }
 
@@ -142,6 +147,7 @@ impl Default for PageStore {
         Self {
             tag: paging::session_tag(),
             stored: 0,
+            tags: std::collections::BTreeMap::new(),
             documents: Store::default(),
         }
     }
@@ -171,10 +177,23 @@ impl Cursor {
 }
 
 impl PageStore {
+    /// A number for the next document: random, not one kept. Not a count: two replicas that
+    /// each store a document of one session at once (a shared store) must not give both the
+    /// same number, or the merge of their states would keep only one.
+    fn next_number(&mut self) -> u64 {
+        self.stored += 1;
+        self.tags.insert(format!("{:08x}", self.tag), true);
+        loop {
+            let number = u64::from(paging::session_tag());
+            if number != 0 && !self.documents.contains(&number) {
+                return number;
+            }
+        }
+    }
+
     /// Stores a text of several pages; returns page 1 with its footer.
     fn add(&mut self, document: Document, limits: Limits) -> String {
-        self.stored += 1;
-        let number = self.stored;
+        let number = self.next_number();
         let first = self.render(number, &document, 1);
         let size = document.text.len();
         self.documents.insert(number, document, size, limits);
@@ -190,8 +209,7 @@ impl PageStore {
         limits: Limits,
     ) -> (String, usize) {
         let document = Document::new(text, page_bytes);
-        self.stored += 1;
-        let number = self.stored;
+        let number = self.next_number();
         let pages = document.ends.len();
         let size = document.text.len();
         self.documents.insert(number, document, size, limits);
@@ -207,7 +225,8 @@ impl PageStore {
                 self.tag
             ));
         };
-        if parsed.tag != self.tag || parsed.document == 0 || parsed.document > self.stored {
+        let ours = parsed.tag == self.tag || self.tags.contains_key(&format!("{:08x}", parsed.tag));
+        if !ours || parsed.document == 0 || self.stored == 0 {
             return Err(format!(
                 "cursor `{cursor}` does not belong to this session (it comes from another session \
                  or an earlier run of the proxy): call the original tool again for fresh pages"
@@ -351,7 +370,9 @@ mod tests {
         let first = store.add(Document::new(text.clone(), 256), LIMITS);
         let cursor = next_cursor(&first).expect("cursor");
         store.add(Document::new(text.clone(), 256), LIMITS);
-        store.add(Document::new(text, 256), LIMITS);
+        let last = store.add(Document::new(text, 256), LIMITS);
+        let last = next_cursor(&last).expect("cursor");
+        let number = last.split('-').nth(1).expect("a document number");
         let expired = store.read(&cursor, LIMITS).unwrap_err();
         assert!(expired.contains("expired"), "{expired}");
         let garbled = store.read("nonsense", LIMITS).unwrap_err();
@@ -359,9 +380,15 @@ mod tests {
         let foreign = store.read("00000000-3-2", LIMITS).unwrap_err();
         assert!(foreign.contains("another session"), "{foreign}");
         let tag = format!("{:08x}", store.tag);
-        let past = store.read(&format!("{tag}-3-999"), LIMITS).unwrap_err();
+        let past = store
+            .read(&format!("{tag}-{number}-999"), LIMITS)
+            .unwrap_err();
         assert!(past.contains("has 8 pages"), "{past}");
-        let unissued = store.read(&format!("{tag}-9-2"), LIMITS).unwrap_err();
+        let unissued = store.read(&format!("{tag}-0-2"), LIMITS).unwrap_err();
         assert!(unissued.contains("another session"), "{unissued}");
+        let unissued = store.read(&format!("{tag}-9-2"), LIMITS).unwrap_err();
+        assert!(unissued.contains("expired"), "{unissued}");
+        let fresh = PageStore::default().read(&format!("{tag}-9-2"), LIMITS);
+        assert!(fresh.unwrap_err().contains("another session"));
     }
 }

@@ -5,7 +5,9 @@
 //! child's, so `paginate` would cut a large Markdown text into pages before `section-split` could
 //! see its headings. Both models use this module instead, each with its own store and tool.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer};
 
@@ -86,7 +88,13 @@ pub(crate) struct Limits {
 
 /// Documents kept for a session, oldest first, bounded by [`Limits`]: storing one evicts the
 /// oldest until the store fits again.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+///
+/// Serialised for a shared store as `{"$documents": {key: value}, "order": {key: [seq, size]},
+/// "clock": n}`: each document under a member of its own in the store's documents object
+/// (`mcp_middleware::shared_store::DOCUMENTS`, which the store keeps under keys of their own,
+/// written once), and the order as a map too, so two replicas that each stored or read a
+/// different document merge without losing either.
+#[derive(Debug)]
 pub(crate) struct Store<K, V> {
     entries: VecDeque<(K, V, usize)>,
     bytes: usize,
@@ -98,6 +106,65 @@ impl<K, V> Default for Store<K, V> {
             entries: VecDeque::new(),
             bytes: 0,
         }
+    }
+}
+
+/// How a [`Store`] is written: borrowed.
+#[derive(serde::Serialize)]
+struct StoreOut<'a, V> {
+    #[serde(rename = "$documents")]
+    documents: BTreeMap<String, &'a V>,
+    order: BTreeMap<String, (u64, usize)>,
+}
+
+/// How a [`Store`] is read.
+#[derive(serde::Deserialize)]
+struct StoreIn<V> {
+    #[serde(rename = "$documents")]
+    documents: BTreeMap<String, V>,
+    order: BTreeMap<String, (u64, usize)>,
+}
+
+impl<K: fmt::Display, V: serde::Serialize> serde::Serialize for Store<K, V> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = StoreOut {
+            documents: BTreeMap::new(),
+            order: BTreeMap::new(),
+        };
+        for (seq, (key, value, size)) in (0u64..).zip(&self.entries) {
+            let key = key.to_string();
+            out.order.insert(key.clone(), (seq, *size));
+            out.documents.insert(key, value);
+        }
+        out.serialize(serializer)
+    }
+}
+
+impl<'de, K, V> serde::Deserialize<'de> for Store<K, V>
+where
+    K: FromStr,
+    V: serde::Deserialize<'de>,
+{
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut read = StoreIn::<V>::deserialize(deserializer)?;
+        // Oldest first; a merge of two replicas' orders may repeat a place: then by key.
+        let mut order: Vec<(u64, String, usize)> = read
+            .order
+            .into_iter()
+            .map(|(key, (seq, size))| (seq, key, size))
+            .collect();
+        order.sort();
+        let mut store = Self::default();
+        for (_, key, size) in order {
+            // An entry whose document is gone (evicted by another replica meanwhile) is
+            // dropped, and so is a key this build cannot read.
+            let (Some(value), Ok(parsed)) = (read.documents.remove(&key), key.parse()) else {
+                continue;
+            };
+            store.entries.push_back((parsed, value, size));
+            store.bytes += size;
+        }
+        Ok(store)
     }
 }
 
@@ -126,6 +193,11 @@ impl<K: PartialEq, V> Store<K, V> {
             .iter()
             .find(|(k, _, _)| k == key)
             .map(|(_, v, _)| v)
+    }
+
+    /// Whether an entry is kept under `key`.
+    pub(crate) fn contains(&self, key: &K) -> bool {
+        self.get(key).is_some()
     }
 
     /// Makes the entry under `key` the newest, so it is evicted last. Whether it is kept.
@@ -253,6 +325,35 @@ mod tests {
         assert_eq!(store.len(), 1);
         assert_eq!(store.insert(5, "e", 500, limits), 1);
         assert_eq!(store.get(&5), Some(&"e"), "the newest stays, however large");
+    }
+
+    #[test]
+    fn the_store_round_trips_through_json_keeping_its_order() {
+        let limits = Limits {
+            documents: 3,
+            bytes: 100,
+        };
+        let mut store: Store<u64, String> = Store::default();
+        store.insert(7, "seven".into(), 5, limits);
+        store.insert(3, "three".into(), 5, limits);
+        store.touch(&7);
+        let json = serde_json::to_value(&store).expect("serialises");
+        assert_eq!(json["$documents"]["3"], "three");
+        let back: Store<u64, String> = serde_json::from_value(json).expect("reads back");
+        assert_eq!(back.bytes, 10);
+        let order: Vec<u64> = back.entries.iter().map(|(k, _, _)| *k).collect();
+        assert_eq!(order, [3, 7], "oldest first");
+    }
+
+    #[test]
+    fn an_entry_without_its_document_is_dropped() {
+        let json = serde_json::json!({
+            "$documents": { "1": "one" },
+            "order": { "1": [0, 3], "2": [1, 4] }
+        });
+        let store: Store<u64, String> = serde_json::from_value(json).expect("reads");
+        assert_eq!(store.len(), 1);
+        assert_eq!(store.bytes, 3);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::{paginate, paging};
 /// `prompt` ([`Context::llm`]: the client's sampling when it declared the capability, else the
 /// project's OpenAI-compatible endpoint, `spec.llm`). The client gets the summary followed by a
 /// footer such as `[summary of 120.4 KiB of text; the full text is 4 pages: call the tool
-/// read_page with {"cursor": "3fa9c2d1-1-1"} for page 1]`. Resource reads, prompt messages and
+/// read_page with {"cursor": "3fa9c2d1-2846519-1"} for page 1]`. Resource reads, prompt messages and
 /// text up to the threshold pass unchanged. A summary is kept in the project's cache
 /// (`ctx.cache()`) for `cacheSeconds`, so the same text with the same prompt is summarized once.
 ///

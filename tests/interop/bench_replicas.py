@@ -7,7 +7,7 @@ Starts `redis-server` on a free loopback port, one shared HTTP upstream (`echo`)
 `--store redis://...`. Opens one session on each (`begin_session` called, so every call runs the
 model chain and the store's per-request work: TTL renewal and version check on the way in, the
 state comparison on the way out), then times `tools/call echo` over one kept-alive HTTP
-connection, alternating between the two, and prints p50 / p90 of each and the difference. The
+connection, alternating between the two, and prints p50 / p90 / p99 of each and the difference. The
 client's own time is in both, so compare within one run.
 """
 
@@ -30,6 +30,18 @@ from conftest import ServedProcess  # noqa: E402
 BINARY = os.environ.get("MCP_HTTP_PROXY") or sys.exit("set MCP_HTTP_PROXY to the mcpctl binary")
 RUNS = int(os.environ.get("RUNS", "500"))
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def cpu_ns(pid: int) -> int:
+    """On-CPU time of every thread of process `pid` so far (`/proc/PID/task/*/schedstat`), in ns:
+    what the machine's load does not inflate, unlike the latencies."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that ended meanwhile
+    return total
 
 
 def session(http: httpx2.Client, url: str) -> dict[str, str]:
@@ -60,6 +72,10 @@ def main() -> None:
                 targets = {"in-process": (local.url or "", session(http, local.url or "")),
                            "--store redis": (shared.url or "", session(http, shared.url or ""))}
                 times: dict[str, list[float]] = {name: [] for name in targets}
+                pids = {"in-process": local.proc.pid, "--store redis": shared.proc.pid}
+                redis_pid = redis.proc.pid if redis.proc else 0
+                cpu_before = {name: cpu_ns(pid) for name, pid in pids.items()}
+                redis_before = cpu_ns(redis_pid)
                 for n in range(RUNS):
                     for name, (url, headers) in targets.items():
                         call = {"jsonrpc": "2.0", "id": 10 + n, "method": "tools/call",
@@ -68,12 +84,18 @@ def main() -> None:
                         answer = http.post(url, headers=headers, json=call)
                         times[name].append((time.perf_counter() - started) * 1000)
                         assert answer.status_code == 200 and '\\"n\\": ' in answer.text, answer.text
+                cpu = {name: (cpu_ns(pid) - cpu_before[name]) / RUNS / 1000 for name, pid in pids.items()}
+                redis_cpu = (cpu_ns(redis_pid) - redis_before) / RUNS / 1000
                 for name, samples in times.items():
                     samples.sort()
                     p90 = samples[int(len(samples) * 0.9)]
-                    print(f"{name:>14}: p50 {statistics.median(samples):.3f} ms, p90 {p90:.3f} ms ({RUNS} calls)")
+                    p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+                    print(f"{name:>14}: p50 {statistics.median(samples):.3f} ms, p90 {p90:.3f} ms, "
+                          f"p99 {p99:.3f} ms, proxy CPU {cpu[name]:.0f} us per call ({RUNS} calls)")
                 delta = statistics.median(times["--store redis"]) - statistics.median(times["in-process"])
-                print(f"{'difference':>14}: {delta:+.3f} ms p50")
+                print(f"{'difference':>14}: {delta:+.3f} ms p50, proxy CPU "
+                      f"{cpu['--store redis'] - cpu['in-process']:+.0f} us per call, redis-server CPU "
+                      f"{redis_cpu:.0f} us per call")
         finally:
             redis.stop()
 

@@ -231,6 +231,7 @@ async fn post(
                 (
                     registry
                         .stateless(key, identity)
+                        .await
                         .map_err(|r| r.with_id(Some(id)))?,
                     false,
                 )

@@ -13,8 +13,11 @@
 //! the store: [`Registry::lookup`] restores a session another replica created (same principal
 //! only), renews its TTL on every request and takes in model state other replicas wrote; the
 //! router writes the handshake and changed state before each line reaches the client; `DELETE`
-//! removes the record, and a replica still holding the session drops it on its next use. The
-//! session limits count this replica's live sessions.
+//! removes the record, and a replica still holding the session drops it on its next use. A
+//! stateless session's model state is kept there too, under its owner and client
+//! ([`stateless_store_id`]). `--max-sessions` counts this replica's live sessions; each owner's
+//! quota counts its sessions on every replica (an atomic claim in the store, released by
+//! `DELETE` or the session's expiry).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,10 +39,9 @@ use crate::chain::Chain;
 use crate::jsonrpc;
 use crate::project::Project;
 use crate::session::{Ended, Event, Session, SessionOptions};
-use crate::shared_store::fanout::{Fanout, HandshakeChanged};
-
 use crate::shared_store::events::EventLog;
-use crate::shared_store::sync::{Presence, StateSync};
+use crate::shared_store::fanout::{Fanout, HandshakeChanged};
+use crate::shared_store::sync::{Presence, StateSync, with_documents};
 use crate::shared_store::{
     HandshakeRecord, Heard, SessionMeta, SharedStore, StoreError, StoredSession,
 };
@@ -269,6 +271,9 @@ impl Registry {
         if stored.meta.principal != identity.principal() {
             return Ok(None);
         }
+        let stored = with_documents(store, id, stored)
+            .await
+            .map_err(store_reject)?;
         self.check_open()?;
         let _starting = self.starting.lock();
         // Another request of the session may have restored it while this one read the store.
@@ -278,7 +283,7 @@ impl Registry {
         let owner = Owner::stored(stored.meta.owner.clone());
         self.check_limit(&owner)?;
         let id: Arc<str> = id.into();
-        let handle = self.start(id.clone(), false, identity, owner, Some(stored))?;
+        let handle = self.start(id.clone(), false, identity, owner, Some(stored), None)?;
         if let Ok(mut map) = self.stateful.lock() {
             map.insert(id.clone(), handle.clone());
         }
@@ -382,14 +387,23 @@ impl Registry {
         owner: Owner,
     ) -> Result<Arc<SessionHandle>, Reject> {
         self.check_open()?;
-        if let Some(store) = &self.store {
-            // A session other replicas cannot find would break at its first move: refuse it.
-            store.ping().await.map_err(store_reject)?;
-        }
-        let _starting = self.starting.lock();
-        self.check_limit(&owner)?;
         let id: Arc<str> = new_session_id()?.into();
-        let handle = self.start(id.clone(), false, identity, owner, None)?;
+        // With a shared store the quota counts the owner's sessions on every replica; the
+        // claim also proves the store answers (a session other replicas cannot find would
+        // break at its first move).
+        self.claim(&owner, &id).await?;
+        let started = {
+            let _starting = self.starting.lock();
+            self.check_limit(&owner)
+                .and_then(|()| self.start(id.clone(), false, identity, owner.clone(), None, None))
+        };
+        let handle = match started {
+            Ok(handle) => handle,
+            Err(reject) => {
+                self.release(&owner, &id).await;
+                return Err(reject);
+            }
+        };
         if let Ok(mut map) = self.stateful.lock() {
             map.insert(id.clone(), handle.clone());
         }
@@ -397,8 +411,43 @@ impl Registry {
         Ok(handle)
     }
 
-    /// The stateless session for `key`, started for `identity` if there is none.
-    pub(crate) fn stateless(
+    /// With a shared store: counts session `id` against `owner`'s quota on every replica, or
+    /// refuses it when `owner` is at its quota (or the store cannot be reached).
+    async fn claim(&self, owner: &Owner, id: &str) -> Result<(), Reject> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let quota = self.options.session_quota();
+        let claimed = store
+            .backend
+            .claim(owner.as_str(), id, quota, self.options.idle_timeout)
+            .await
+            .map_err(store_reject)?;
+        if claimed {
+            return Ok(());
+        }
+        tracing::info!(
+            owner = owner.as_str(),
+            quota,
+            "session quota reached (counted on every replica)"
+        );
+        Err(quota::owner_full(&self.options, owner))
+    }
+
+    /// Undoes [`Self::claim`] for a session that could not start.
+    async fn release(&self, owner: &Owner, id: &str) {
+        if let Some(store) = &self.store
+            && let Err(err) = store.backend.release(owner.as_str(), id).await
+        {
+            tracing::warn!(session = %short(id), "{err}; the session counts against its owner's quota until it expires");
+        }
+    }
+
+    /// The stateless session for `key`, started for `identity` if there is none. With a
+    /// shared store its model state lives there too, under [`stateless_store_id`]: a session
+    /// open here takes in what other replicas wrote, and one started here starts from the
+    /// store's (so a client whose requests reach different replicas keeps one state).
+    pub(crate) async fn stateless(
         &self,
         key: StatelessKey,
         identity: &Identity,
@@ -408,7 +457,33 @@ impl Registry {
             map.get(&key).filter(|h| h.is_open()).cloned()
         };
         if let Some(found) = self.stateless.lock().ok().and_then(|m| open(&m)) {
-            return Ok(found);
+            match &found.sync {
+                Some(sync) => match sync.refresh().await.map_err(store_reject)? {
+                    Presence::Live => return Ok(found),
+                    // Its record is gone (a store restarted without it is written again by
+                    // `refresh`; this is an ended mark): start afresh.
+                    Presence::Gone => found.close("the session's record was removed"),
+                },
+                None => return Ok(found),
+            }
+        }
+        let store_id = stateless_store_id(&key);
+        let mut restore = None;
+        if let Some(store) = &self.store {
+            self.claim(&key.owner, &store_id).await?;
+            let stored = store
+                .backend
+                .load(&store_id, self.options.idle_timeout)
+                .await
+                .map_err(store_reject)?
+                .filter(|stored| stored.meta.principal == identity.principal());
+            if let Some(stored) = stored {
+                restore = Some(
+                    with_documents(store, &store_id, stored)
+                        .await
+                        .map_err(store_reject)?,
+                );
+            }
         }
         let _starting = self.starting.lock();
         // Another request may have started it while this one waited.
@@ -417,11 +492,19 @@ impl Registry {
         }
         self.check_limit(&key.owner)?;
         let id: Arc<str> = format!("stateless:{}", key.client).into();
-        let handle = self.start(id, true, identity, key.owner.clone(), None)?;
+        let restored = restore.is_some();
+        let handle = self.start(
+            id,
+            true,
+            identity,
+            key.owner.clone(),
+            restore,
+            Some(store_id.into()),
+        )?;
         if let Ok(mut map) = self.stateless.lock() {
             map.insert(key.clone(), handle.clone());
         }
-        tracing::info!(client = %key.client, identity = identity.subject(), kind = identity.kind(), "stateless HTTP session started");
+        tracing::info!(client = %key.client, identity = identity.subject(), kind = identity.kind(), restored, "stateless HTTP session started");
         Ok(handle)
     }
 
@@ -432,7 +515,8 @@ impl Registry {
         if all >= self.options.max_sessions {
             return Err(quota::sessions_full(&self.options));
         }
-        if owned >= self.options.session_quota() {
+        // With a shared store the owner's sessions are counted there, on every replica.
+        if self.store.is_none() && owned >= self.options.session_quota() {
             tracing::info!(
                 owner = owner.as_str(),
                 sessions = owned,
@@ -443,6 +527,8 @@ impl Registry {
         Ok(())
     }
 
+    /// Starts a session; `restore`: from what the store kept of it. With a shared store the
+    /// session is kept there under `store_id` (default: `id`).
     fn start(
         &self,
         id: Arc<str>,
@@ -450,6 +536,7 @@ impl Registry {
         identity: &Identity,
         owner: Owner,
         restore: Option<StoredSession>,
+        store_id: Option<Arc<str>>,
     ) -> Result<Arc<SessionHandle>, Reject> {
         let factory = &self.factory;
         let (events_tx, events_rx) = mpsc::channel(256);
@@ -460,7 +547,9 @@ impl Registry {
         let current = factory.current(&caller);
         let options = factory.options_for(&caller);
         let started = match &restore {
-            Some(stored) => Session::restore(
+            // A stateless session has no handshake of the client's to replay: only its
+            // model state is taken from the store.
+            Some(stored) if !stateless => Session::restore(
                 current.server,
                 options,
                 to_client,
@@ -469,7 +558,7 @@ impl Registry {
                 identity.clone(),
                 stored.meta.handshake.clone(),
             ),
-            None => Session::start(
+            _ => Session::start(
                 current.server,
                 options,
                 to_client,
@@ -489,23 +578,22 @@ impl Registry {
             // Hooks see an id every replica derives alike from the Mcp-Session-Id.
             session.name(&id);
         }
-        // Stateless sessions stay per replica (their state is keyed by client, not by an id
-        // a client carries to another replica).
-        let shared = match (&self.store, stateless) {
-            (Some(store), false) => {
+        let shared = match &self.store {
+            Some(store) => {
                 let handshake = session.tap_handshake();
                 let scope = session.scope();
                 let ttl = self.options.idle_timeout;
+                let key = store_id.unwrap_or_else(|| id.clone());
                 let sync = match restore {
-                    Some(stored) => {
-                        StateSync::restored(store.clone(), id.clone(), ttl, scope, stored)
-                            .map_err(store_reject)?
-                    }
-                    None => StateSync::new(store.clone(), id.clone(), ttl, scope),
+                    Some(stored) => StateSync::restored(store.clone(), key, ttl, scope, stored)
+                        .map_err(store_reject)?,
+                    None => StateSync::new(store.clone(), key, ttl, scope),
                 };
-                Some((Arc::new(sync), handshake))
+                // A stateless session is worth storing from its first answer: it has no
+                // `initialize` to wait for.
+                Some((Arc::new(sync.without_handshake(stateless)), handshake))
             }
-            _ => None,
+            None => None,
         };
         let store = EventStore::new(
             self.options.event_store_events,
@@ -518,15 +606,16 @@ impl Registry {
             events_tx.clone(),
             backlog,
         );
+        // A stateless session's streams are not resumable: its events stay on this replica.
         let log = match (&self.store, &shared) {
-            (Some(store), Some(_)) => {
+            (Some(store), Some(_)) if !stateless => {
                 streams.share_events(store.events.replica());
                 Some(store.events.clone())
             }
             _ => None,
         };
         let (bound, ttl) = (self.options.event_store_events, self.options.idle_timeout);
-        if shared.is_some() {
+        if shared.is_some() && !stateless {
             let announce = self.announce.clone();
             let id = id.clone();
             streams.send_standalone_elsewhere(Box::new(move |line| {
@@ -551,11 +640,13 @@ impl Registry {
         });
         let mut run = tokio::spawn(session.run(events_rx));
         let router = handle.clone();
-        let mut shared = shared.map(|(sync, handshake)| {
+        let mut shared = shared.map(|(sync, mut handshake)| {
+            // A restored session starts from the handshake it replays: its first write must
+            // not replace the stored one by an empty one.
             let meta = SessionMeta {
                 principal: router.principal.clone(),
                 owner: router.owner.as_str().to_owned(),
-                handshake: HandshakeRecord::default(),
+                handshake: handshake.borrow_and_update().clone(),
             };
             (sync, handshake, meta)
         });
@@ -702,7 +793,8 @@ impl Registry {
         }
         for handle in gone {
             if !handle.ended.is_cancelled() {
-                let timeout = if handle.sync.is_some() {
+                // A stateless session's copy here is not shortened (it lives in `stateless`).
+                let timeout = if handle.sync.is_some() && !handle.id.starts_with("stateless:") {
                     stateful_timeout
                 } else {
                     timeout
@@ -811,6 +903,22 @@ fn route(streams: &Mutex<Streams>, line: crate::transport::queue::Queued) {
     if let Ok(mut streams) = streams.lock() {
         streams.route_record(line, belongs);
     }
+}
+
+/// The id a stateless session is kept under in a shared store: `stateless:` and 128 bits of
+/// the SHA-256 of its owner and client, in hex (a client's name is the client's to choose:
+/// the digest keeps the key short and free of separators).
+pub(crate) fn stateless_store_id(key: &StatelessKey) -> String {
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    context.update(key.owner.as_str().as_bytes());
+    context.update(&[0]);
+    context.update(key.client.as_bytes());
+    let digest = context.finish();
+    let hex: String = digest.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("stateless:{hex}")
 }
 
 /// 128 random bits as 32 hex digits: visible ASCII, as the spec asks, and unguessable.

@@ -17,18 +17,22 @@
 //! - the handshake (`initialize` params, log level, resource subscriptions), replayed to the
 //!   upstream a replica starts for a session it did not create: what the upstream itself kept
 //!   in memory for the session is not carried;
-//! - every model's `State` (serde), including paginate's and section-split's documents.
+//! - every model's `State` (serde), including paginate's and section-split's documents, each
+//!   of which is kept once under a field of its own ([`DOCUMENTS`]);
+//! - each owner's sessions, for the quota counted on every replica
+//!   (`mcpm:{project}:quota:{owner}`);
+//! - stateless 2026-07-28 clients' states, under `stateless:` and a digest of owner and client.
 //!
 //! Keys are namespaced per project (`mcpm:{project}:session:{id}`), so one Redis serves several
 //! projects; each key expires after the idle timeout, renewed by every request (a sliding TTL).
 
 #[cfg(feature = "redis")]
 mod config;
-pub(crate) mod fanout;
-
+mod documents;
 pub(crate) mod events;
 #[cfg(feature = "redis")]
 mod events_redis;
+pub(crate) mod fanout;
 mod merge;
 #[cfg(feature = "redis")]
 mod redis;
@@ -45,6 +49,7 @@ use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "redis")]
 pub use config::{ConfigGeneration, ConfigNews, Published, SharedConfig};
+pub use documents::DOCUMENTS;
 pub(crate) use merge::merge;
 
 /// A shared session store: cheap to clone, given to every replica's HTTP front through
@@ -169,8 +174,23 @@ pub(crate) struct StoredSession {
     pub(crate) meta: SessionMeta,
     /// The version of `states`: every successful [`Backend::save_states`] adds one.
     pub(crate) version: u64,
-    /// Each model's state as JSON, by the state type's name.
+    /// Each model's state as JSON, by the state type's name: skeletons, whose documents
+    /// (see [`DOCUMENTS`]) are digests.
     pub(crate) states: BTreeMap<String, serde_json::Value>,
+    /// Documents the skeletons refer to, by digest: those read with them (a `load` reads
+    /// none).
+    pub(crate) documents: BTreeMap<String, String>,
+}
+
+/// One compare-and-set write of a session's states ([`Backend::save_states`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct StatesWrite {
+    /// Changed states' skeletons as JSON, by state type name.
+    pub(crate) states: Vec<(String, String)>,
+    /// Documents not yet in the store, by digest.
+    pub(crate) documents: Vec<(String, String)>,
+    /// Digests of documents no state refers to any more.
+    pub(crate) removed: Vec<String>,
 }
 
 /// How [`Backend::save_states`] went.
@@ -242,19 +262,38 @@ pub(crate) trait Backend: Send + Sync + 'static {
         meta: &'a SessionMeta,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
-    /// Writes `states` of session `id` if its version is still `expected`.
+    /// Writes `write` to session `id` if its version is still `expected`.
     fn save_states<'a>(
         &'a self,
         id: &'a str,
         expected: u64,
-        states: Vec<(String, String)>,
+        write: StatesWrite,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Saved, StoreError>>;
+    /// The documents of session `id` with the given digests (those the store has).
+    fn documents<'a>(
+        &'a self,
+        id: &'a str,
+        digests: Vec<String>,
+    ) -> BoxFuture<'a, Result<BTreeMap<String, String>, StoreError>>;
     /// Calls `on_heard` with what every replica announces (sessions ended, messages for a
     /// session's GET stream), until it returns `false`.
     fn listen(&self, on_heard: Box<dyn Fn(Heard) -> bool + Send + Sync>);
     /// Announces `line` for session `id`'s GET stream, which another replica may hold.
     fn publish<'a>(&'a self, id: &'a str, line: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Counts `owner`'s sessions on every replica and, when fewer than `limit`, counts session
+    /// `id` among them (atomically: two replicas cannot both take the last place); `false`
+    /// when `owner` is at its limit. A session counts while its record lives (ended by
+    /// `delete` or its TTL); one claimed but never written stops counting after `ttl`.
+    fn claim<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+        limit: usize,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Stops counting session `id` against `owner` (it could not be started).
+    fn release<'a>(&'a self, owner: &'a str, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
     /// Removes session `id`, leaving a mark for `ttl` that it was ended (so a replica that
     /// still holds it ends it instead of writing it again); whether it was there.
     fn delete<'a>(&'a self, id: &'a str, ttl: Duration) -> BoxFuture<'a, Result<bool, StoreError>>;

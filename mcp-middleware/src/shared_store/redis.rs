@@ -2,7 +2,9 @@
 //! manager (one multiplexed connection per replica, reconnected when it breaks).
 //!
 //! A session is one hash, `mcpm:{namespace}:session:{id}`: `meta` (JSON [`SessionMeta`]),
-//! `v` (the states' version) and `s:{state type}` (each model state's JSON). Writes that must
+//! `v` (the states' version), `q` (its owner's quota set), `s:{state type}` (each model
+//! state's skeleton) and `d:{digest}` (each document a skeleton refers to, see
+//! [`DOCUMENTS`](super::DOCUMENTS)): one TTL, one `DEL` and one renewal cover them all. Writes that must
 //! be atomic are Lua scripts: the compare-and-set of states checks `v` and writes in one step.
 //! Every command is bounded by [`OP_TIMEOUT`]; the connection manager's own connect and
 //! response timeouts are the same, so a store that is down answers "unavailable" within it.
@@ -13,7 +15,9 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use super::{Backend, Heard, Saved, SessionMeta, StoreError, StoredSession, Touched, redact};
+use super::{
+    Backend, Heard, Saved, SessionMeta, StatesWrite, StoreError, StoredSession, Touched, redact,
+};
 
 /// How long one store operation may take before the request fails.
 const OP_TIMEOUT: Duration = Duration::from_secs(1);
@@ -22,7 +26,9 @@ const OP_TIMEOUT: Duration = Duration::from_secs(1);
 /// marks it), -1 when it is missing.
 const TOUCH: &str = r"
 if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 1 then
-  return tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
+  local fields = redis.call('HMGET', KEYS[1], 'v', 'q')
+  if fields[2] then redis.call('PEXPIRE', fields[2], ARGV[1]) end
+  return tonumber(fields[1] or '0')
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then return -2 end
 return -1
@@ -31,14 +37,17 @@ return -1
 /// Removes the session, marks it ended for ARGV[1] ms and tells every replica (channel
 /// KEYS[3], the id ARGV[2]); whether it was there.
 const DELETE: &str = r"
+local quota = redis.call('HGET', KEYS[1], 'q')
+if quota then redis.call('ZREM', quota, ARGV[2]) end
 local removed = redis.call('DEL', KEYS[1])
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
 redis.call('PUBLISH', KEYS[3], ARGV[2])
 return removed
 ";
 
-/// Writes states if `v` is still ARGV[1]: returns the new version, -1 on conflict, -2 when
-/// the session is missing, -3 when it was ended.
+/// Writes states if `v` is still ARGV[1]: ARGV[3] field/value pairs (states and documents)
+/// follow, then the fields to remove (documents no state refers to). Returns the new
+/// version, -1 on conflict, -2 when the session is missing, -3 when it was ended.
 const SAVE_STATES: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then
   if redis.call('EXISTS', KEYS[2]) == 1 then return -3 end
@@ -46,19 +55,66 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 local v = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
 if v ~= tonumber(ARGV[1]) then return -1 end
-for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+local last = 3 + 2 * tonumber(ARGV[3])
+for i = 4, last, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+for i = last + 1, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
 redis.call('HSET', KEYS[1], 'v', v + 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return v + 1
 ";
 
-/// Writes the meta (and `v` = 0 for a new session) and renews the TTL; 0 (nothing written)
-/// when the session was ended.
+/// Reads a session's fields but its documents (`d:*`, read by digest when needed) and renews
+/// its TTL: field/value pairs, none when it is missing.
+const LOAD: &str = r"
+local all = redis.call('HGETALL', KEYS[1])
+if #all == 0 then return {} end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+local out = {}
+for i = 1, #all, 2 do
+  if string.sub(all[i], 1, 2) ~= 'd:' then
+    out[#out + 1] = all[i]
+    out[#out + 1] = all[i + 1]
+  end
+end
+return out
+";
+
+/// Writes the meta (and `v` = 0 for a new session), the key of the owner's quota set (`q`,
+/// ARGV[3], renewed with the session) and renews the TTL; 0 (nothing written) when the
+/// session was ended.
 const SAVE_META: &str = r"
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'meta', ARGV[1])
+redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'q', ARGV[3])
 redis.call('HSETNX', KEYS[1], 'v', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+";
+
+/// Counts owner's sessions in the quota set KEYS[1] and, below the limit ARGV[3], adds
+/// session ARGV[2]: 1 when added (or already there), 0 when the owner is at its limit. A
+/// member counts while its session's record (ARGV[1] .. member) exists, or, claimed but not
+/// yet written, until its score (the claim's expiry, the server's clock) passes; the others
+/// are removed, so entries expire with their session.
+const CLAIM: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local members = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local live = 0
+for i = 1, #members, 2 do
+  local member = members[i]
+  if member == ARGV[2] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[4])
+    return 1
+  end
+  if tonumber(members[i + 1]) > now or redis.call('EXISTS', ARGV[1] .. member) == 1 then
+    live = live + 1
+  else
+    redis.call('ZREM', KEYS[1], member)
+  end
+end
+if live >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 ";
 
@@ -66,6 +122,8 @@ pub(super) struct RedisBackend {
     describe: String,
     prefix: String,
     ended: String,
+    /// The prefix of each owner's quota set: `mcpm:{namespace}:quota:{owner}`.
+    quota: String,
     /// The pub/sub channel `DELETE` announces ended sessions on: `mcpm:{namespace}:ended`.
     channel: String,
     /// The prefix of the channels messages for a session's GET stream travel on:
@@ -77,6 +135,8 @@ pub(super) struct RedisBackend {
     save_states: redis::Script,
     save_meta: redis::Script,
     delete: redis::Script,
+    claim: redis::Script,
+    load: redis::Script,
 }
 
 impl RedisBackend {
@@ -103,6 +163,7 @@ impl RedisBackend {
             describe,
             prefix: format!("mcpm:{namespace}:session:"),
             ended: format!("mcpm:{namespace}:ended:"),
+            quota: format!("mcpm:{namespace}:quota:"),
             channel: format!("mcpm:{namespace}:ended"),
             stream_channel: format!("mcpm:{namespace}:stream:"),
             client,
@@ -111,6 +172,8 @@ impl RedisBackend {
             save_states: redis::Script::new(SAVE_STATES),
             save_meta: redis::Script::new(SAVE_META),
             delete: redis::Script::new(DELETE),
+            claim: redis::Script::new(CLAIM),
+            load: redis::Script::new(LOAD),
         };
         backend.ping().await?;
         Ok(backend)
@@ -118,6 +181,11 @@ impl RedisBackend {
 
     fn key(&self, id: &str) -> String {
         format!("{}{id}", self.prefix)
+    }
+
+    /// The set of `owner`'s sessions its quota counts: `mcpm:{namespace}:quota:{owner}`.
+    fn quota_key(&self, owner: &str) -> String {
+        format!("{}{owner}", self.quota)
     }
 
     /// The mark a `DELETE` leaves: `mcpm:{namespace}:ended:{id}`.
@@ -264,15 +332,19 @@ impl Backend for RedisBackend {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Option<StoredSession>, StoreError>> {
         Box::pin(async move {
-            let key = self.key(id);
-            let mut pipe = redis::pipe();
-            pipe.atomic()
-                .hgetall(&key)
-                .pexpire(&key, i64::try_from(millis(ttl)).unwrap_or(i64::MAX));
-            let pipe = &pipe;
-            let (fields, _): (BTreeMap<String, String>, i64) = self
-                .bounded(|mut connection| async move { pipe.query_async(&mut connection).await })
+            let mut invocation = self.load.key(self.key(id));
+            invocation.arg(millis(ttl));
+            let invocation = &invocation;
+            let pairs: Vec<String> = self
+                .bounded(
+                    |mut connection| async move { invocation.invoke_async(&mut connection).await },
+                )
                 .await?;
+            let mut fields = BTreeMap::new();
+            let mut pairs = pairs.into_iter();
+            while let (Some(field), Some(value)) = (pairs.next(), pairs.next()) {
+                fields.insert(field, value);
+            }
             let Some(meta) = fields.get("meta") else {
                 return Ok(None);
             };
@@ -296,6 +368,7 @@ impl Backend for RedisBackend {
                 meta,
                 version,
                 states,
+                documents: BTreeMap::new(),
             }))
         })
     }
@@ -334,7 +407,8 @@ impl Backend for RedisBackend {
             invocation
                 .key(self.ended_key(id))
                 .arg(json)
-                .arg(millis(ttl));
+                .arg(millis(ttl))
+                .arg(self.quota_key(&meta.owner));
             let invocation = &invocation;
             let written: i64 = self
                 .bounded(
@@ -349,7 +423,7 @@ impl Backend for RedisBackend {
         &'a self,
         id: &'a str,
         expected: u64,
-        states: Vec<(String, String)>,
+        write: StatesWrite,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Saved, StoreError>> {
         Box::pin(async move {
@@ -357,9 +431,16 @@ impl Backend for RedisBackend {
             invocation
                 .key(self.ended_key(id))
                 .arg(expected)
-                .arg(millis(ttl));
-            for (name, json) in states {
+                .arg(millis(ttl))
+                .arg(write.states.len() + write.documents.len());
+            for (name, json) in write.states {
                 invocation.arg(format!("s:{name}")).arg(json);
+            }
+            for (digest, json) in write.documents {
+                invocation.arg(format!("d:{digest}")).arg(json);
+            }
+            for digest in write.removed {
+                invocation.arg(format!("d:{digest}"));
             }
             let invocation = &invocation;
             let answer: i64 = self
@@ -373,6 +454,76 @@ impl Backend for RedisBackend {
                 -1 => Saved::Conflict,
                 version => Saved::Version(u64::try_from(version).unwrap_or_default()),
             })
+        })
+    }
+
+    fn documents<'a>(
+        &'a self,
+        id: &'a str,
+        digests: Vec<String>,
+    ) -> BoxFuture<'a, Result<BTreeMap<String, String>, StoreError>> {
+        Box::pin(async move {
+            if digests.is_empty() {
+                return Ok(BTreeMap::new());
+            }
+            let key = self.key(id);
+            let fields: Vec<String> = digests.iter().map(|d| format!("d:{d}")).collect();
+            let (key, fields) = (&key, &fields);
+            let found: Vec<Option<String>> = self
+                .bounded(|mut connection| async move {
+                    redis::cmd("HMGET")
+                        .arg(key)
+                        .arg(fields)
+                        .query_async(&mut connection)
+                        .await
+                })
+                .await?;
+            Ok(digests
+                .into_iter()
+                .zip(found)
+                .filter_map(|(digest, json)| Some((digest, json?)))
+                .collect())
+        })
+    }
+
+    fn claim<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+        limit: usize,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let mut invocation = self.claim.key(self.quota_key(owner));
+            invocation
+                .arg(&self.prefix)
+                .arg(id)
+                .arg(limit)
+                .arg(millis(ttl));
+            let invocation = &invocation;
+            let claimed: i64 = self
+                .bounded(
+                    |mut connection| async move { invocation.invoke_async(&mut connection).await },
+                )
+                .await?;
+            Ok(claimed == 1)
+        })
+    }
+
+    fn release<'a>(&'a self, owner: &'a str, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let key = self.quota_key(owner);
+            let (key, id) = (&key, id);
+            let _: i64 = self
+                .bounded(|mut connection| async move {
+                    redis::cmd("ZREM")
+                        .arg(key)
+                        .arg(id)
+                        .query_async(&mut connection)
+                        .await
+                })
+                .await?;
+            Ok(())
         })
     }
 
@@ -480,7 +631,10 @@ mod tests {
         );
         assert!(store.save_meta("s1", &meta(), TTL).await?);
         assert_eq!(store.touch("s1", TTL).await?, Touched::Version(0));
-        let states = vec![("gate::State".to_owned(), r#"{"open":true}"#.to_owned())];
+        let states = StatesWrite {
+            states: vec![("gate::State".to_owned(), r#"{"open":true}"#.to_owned())],
+            ..StatesWrite::default()
+        };
         assert_eq!(
             store.save_states("s1", 0, states.clone(), TTL).await?,
             Saved::Version(1)
@@ -507,6 +661,86 @@ mod tests {
         assert!(
             !store.save_meta("s1", &meta(), TTL).await?,
             "an ended session is not written again"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn quotas_count_live_sessions_atomically_and_forget_ended_ones() -> Result<(), StoreError>
+    {
+        let server = Server::start().await;
+        let store = RedisBackend::connect(&server.url, "unit").await?;
+        let owner = "token:alice";
+        assert!(store.claim(owner, "a", 2, TTL).await?);
+        assert!(
+            store.claim(owner, "a", 2, TTL).await?,
+            "a claim is idempotent"
+        );
+        assert!(store.claim(owner, "b", 2, TTL).await?);
+        assert!(!store.claim(owner, "c", 2, TTL).await?, "at the limit");
+        assert!(
+            store.claim("token:bob", "c", 2, TTL).await?,
+            "owners are apart"
+        );
+        store.release(owner, "b").await?;
+        assert!(store.claim(owner, "c", 2, TTL).await?);
+        // Written sessions count while their record lives; `delete` frees their place.
+        store.save_meta("a", &meta(), TTL).await?;
+        store.delete("a", TTL).await?;
+        assert!(store.claim(owner, "d", 2, TTL).await?);
+        // A claim never written stops counting once its TTL passed.
+        assert!(
+            store
+                .claim("token:carol", "e", 1, Duration::from_millis(50))
+                .await?
+        );
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        assert!(store.claim("token:carol", "f", 1, TTL).await?);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn documents_are_fields_of_their_own_written_once_and_removed_with_the_last_reference()
+    -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let store = RedisBackend::connect(&server.url, "unit").await?;
+        store.save_meta("s", &meta(), TTL).await?;
+        let write = StatesWrite {
+            states: vec![(
+                "p::State".to_owned(),
+                r#"{"$documents":{"1":"d1"}}"#.to_owned(),
+            )],
+            documents: vec![("d1".to_owned(), r#""long text""#.to_owned())],
+            removed: Vec::new(),
+        };
+        assert_eq!(
+            store.save_states("s", 0, write, TTL).await?,
+            Saved::Version(1)
+        );
+        let loaded = store
+            .load("s", TTL)
+            .await?
+            .ok_or_else(|| store.corrupt("gone".into()))?;
+        assert!(loaded.documents.is_empty(), "a load reads no documents");
+        let found = store
+            .documents("s", vec!["d1".to_owned(), "nope".to_owned()])
+            .await?;
+        assert_eq!(found.len(), 1);
+        assert_eq!(found.get("d1").map(String::as_str), Some(r#""long text""#));
+        let write = StatesWrite {
+            states: vec![("p::State".to_owned(), r#"{"$documents":{}}"#.to_owned())],
+            documents: Vec::new(),
+            removed: vec!["d1".to_owned()],
+        };
+        assert_eq!(
+            store.save_states("s", 1, write, TTL).await?,
+            Saved::Version(2)
+        );
+        assert!(
+            store
+                .documents("s", vec!["d1".to_owned()])
+                .await?
+                .is_empty()
         );
         Ok(())
     }

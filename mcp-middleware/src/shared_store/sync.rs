@@ -8,14 +8,24 @@
 //! compare-and-set on the states' version; on a conflict the fresh states are read, this
 //! replica's changes are laid over them (the hooks are not run again, so no upstream call is
 //! repeated) and the write is tried again, a few times.
+//!
+//! Only states a hook took (`ctx.state`) since the last write are serialised, and only those
+//! that differ from the store's are written: a request that changed nothing costs the one
+//! round trip of `refresh`. What is compared, merged and written is each state's skeleton
+//! (its documents replaced by digests, see `documents`); a document is written once, with the
+//! skeleton that first refers to it, and read only by a replica that does not hold it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Saved, SessionMeta, SharedStore, StoreError, StoredSession, Touched, merge};
+use super::documents::{self, Split};
+use super::{
+    Saved, SessionMeta, SharedStore, StatesWrite, StoreError, StoredSession, Touched, merge,
+};
 use crate::context::SessionScope;
 use crate::model::StateDescriptor;
 
@@ -26,7 +36,7 @@ const ATTEMPTS: usize = 5;
 /// What a live session last agreed with the store.
 struct Synced {
     version: u64,
-    /// Each state as the store has it, by state type name.
+    /// Each state's skeleton as the store has it, by state type name.
     base: BTreeMap<String, Value>,
     /// The meta last written (`None`: not yet).
     meta: Option<SessionMeta>,
@@ -40,6 +50,9 @@ pub(crate) struct StateSync {
     scope: Arc<SessionScope>,
     states: Vec<StateDescriptor>,
     synced: tokio::sync::Mutex<Synced>,
+    /// Whether the session is written before any `initialize` (a stateless session, which
+    /// has none).
+    without_handshake: bool,
 }
 
 /// Whether a session the store was asked about is still there.
@@ -68,6 +81,15 @@ impl StateSync {
                 base: BTreeMap::new(),
                 meta: None,
             }),
+            without_handshake: false,
+        }
+    }
+
+    /// The same link, written from the first answer on when `yes` (a stateless session).
+    pub(crate) fn without_handshake(self, yes: bool) -> Self {
+        Self {
+            without_handshake: yes,
+            ..self
         }
     }
 
@@ -80,7 +102,12 @@ impl StateSync {
         stored: StoredSession,
     ) -> Result<Self, StoreError> {
         let mut sync = Self::new(store, id, ttl, scope);
-        sync.apply(&stored.states)?;
+        let full = stored
+            .states
+            .iter()
+            .map(|(name, skeleton)| (name.clone(), documents::join(skeleton, &stored.documents)))
+            .collect();
+        sync.apply(&full)?;
         *sync.synced.get_mut() = Synced {
             version: stored.version,
             base: stored.states,
@@ -107,6 +134,8 @@ impl StateSync {
                     }
                     synced.version = 0;
                     synced.base.clear();
+                    // Every state goes with the next answer.
+                    self.mark_dirty(&self.states.iter().collect::<Vec<_>>());
                 }
                 return Ok(Presence::Live);
             }
@@ -117,7 +146,7 @@ impl StateSync {
         let Some(fresh) = backend.load(&self.id, self.ttl).await? else {
             return Ok(Presence::Gone);
         };
-        self.take_in(&mut synced, fresh)?;
+        self.take_in(&mut synced, fresh, &[]).await?;
         Ok(Presence::Live)
     }
 
@@ -126,7 +155,10 @@ impl StateSync {
         let backend = &self.store.backend;
         let mut synced = self.synced.lock().await;
         if synced.meta.as_ref() != Some(meta) {
-            if meta.handshake.initialize.is_none() && synced.meta.is_none() {
+            if meta.handshake.initialize.is_none()
+                && synced.meta.is_none()
+                && !self.without_handshake
+            {
                 // Nothing worth restoring yet: the session exists once its initialize did.
                 return Ok(Presence::Live);
             }
@@ -135,33 +167,81 @@ impl StateSync {
             }
             synced.meta = Some(meta.clone());
         }
+        // Only states a hook took since the last write are serialised; none taken, nothing
+        // to write and no round trip.
+        let taken = self.take_dirty();
+        if taken.is_empty() {
+            return Ok(Presence::Live);
+        }
+        let written = self.write_states(&mut synced, meta, &taken).await;
+        if !matches!(written, Ok(true)) {
+            // Not (all) written: the next flush tries them again.
+            self.mark_dirty(&taken);
+        }
+        written.map(|live| if live { Presence::Live } else { Presence::Gone })
+    }
+
+    /// Writes the states `taken` names that differ from the store's, merging on conflict;
+    /// `Ok(false)`: the session was ended.
+    async fn write_states(
+        &self,
+        synced: &mut Synced,
+        meta: &SessionMeta,
+        taken: &[&StateDescriptor],
+    ) -> Result<bool, StoreError> {
+        let backend = &self.store.backend;
+        let mut taken = taken.to_vec();
         for _ in 0..ATTEMPTS {
-            let ours = self.snapshot()?;
+            let mut ours = BTreeMap::new();
+            let mut held = BTreeMap::new();
+            for (name, state) in self.snapshot_of(&taken)? {
+                let Split {
+                    skeleton,
+                    documents,
+                } = documents::split(state);
+                ours.insert(name, skeleton);
+                held.extend(documents);
+            }
             let changed: Vec<(String, String)> = ours
                 .iter()
                 .filter(|(name, value)| synced.base.get(*name) != Some(value))
                 .map(|(name, value)| (name.clone(), value.to_string()))
                 .collect();
             if changed.is_empty() {
-                return Ok(Presence::Live);
+                return Ok(true);
             }
+            // Documents the store has are referred to by its skeletons (`base`, which the
+            // compare-and-set confirms): write the others, remove those no skeleton keeps.
+            let before = referred(synced.base.values());
+            let mut after_base = synced.base.clone();
+            after_base.extend(ours.iter().map(|(n, v)| (n.clone(), v.clone())));
+            let after = referred(after_base.values());
+            let write = StatesWrite {
+                states: changed,
+                documents: held
+                    .into_iter()
+                    .filter(|(digest, _)| after.contains(digest) && !before.contains(digest))
+                    .collect(),
+                removed: before.difference(&after).cloned().collect(),
+            };
             match backend
-                .save_states(&self.id, synced.version, changed, self.ttl)
+                .save_states(&self.id, synced.version, write, self.ttl)
                 .await?
             {
                 Saved::Version(version) => {
                     synced.version = version;
-                    synced.base = ours;
-                    return Ok(Presence::Live);
+                    synced.base = after_base;
+                    return Ok(true);
                 }
-                Saved::Ended => return Ok(Presence::Gone),
+                Saved::Ended => return Ok(false),
                 Saved::Missing => {
                     // Lost by the store (or expired): this replica writes it again, whole.
                     if !backend.save_meta(&self.id, meta, self.ttl).await? {
-                        return Ok(Presence::Gone);
+                        return Ok(false);
                     }
                     synced.version = 0;
                     synced.base.clear();
+                    taken = self.states.iter().collect();
                 }
                 Saved::Conflict => {
                     tracing::debug!(
@@ -169,9 +249,9 @@ impl StateSync {
                         "another replica changed this session's state meanwhile; merging"
                     );
                     let Some(fresh) = backend.load(&self.id, self.ttl).await? else {
-                        return Ok(Presence::Gone);
+                        return Ok(false);
                     };
-                    self.take_in(&mut synced, fresh)?;
+                    self.take_in(synced, fresh, &taken).await?;
                 }
             }
         }
@@ -179,20 +259,84 @@ impl StateSync {
             session = %short(&self.id),
             "the session's state kept changing on other replicas; the next answer writes it"
         );
-        Ok(Presence::Live)
+        Ok(true)
     }
 
-    /// Takes in the store's states: each one merged with what changed here since `base`.
-    fn take_in(&self, synced: &mut Synced, fresh: StoredSession) -> Result<(), StoreError> {
-        let ours = self.snapshot()?;
+    /// The states hooks took since the last call, their dirty marks cleared. A mark is
+    /// cleared before the state is read, so a hook that takes it meanwhile marks it again.
+    fn take_dirty(&self) -> Vec<&StateDescriptor> {
+        self.states
+            .iter()
+            .filter(|descriptor| {
+                self.scope
+                    .dirty
+                    .get(&(descriptor.type_id)())
+                    .is_some_and(|dirty| dirty.swap(false, Ordering::AcqRel))
+            })
+            .collect()
+    }
+
+    /// Marks `states` as changed, for the next flush.
+    fn mark_dirty(&self, states: &[&StateDescriptor]) {
+        for descriptor in states {
+            if let Some(dirty) = self.scope.dirty.get(&(descriptor.type_id)()) {
+                dirty.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Takes in the store's states: each one a hook changed here (`changing`, being written,
+    /// or marked dirty) merged with what changed here since `base` (its default when the
+    /// store had none), the others as the store has them. Documents the store's skeletons
+    /// refer to that this replica does not hold are read.
+    async fn take_in(
+        &self,
+        synced: &mut Synced,
+        fresh: StoredSession,
+        changing: &[&StateDescriptor],
+    ) -> Result<(), StoreError> {
+        let mut ours = BTreeMap::new();
+        let mut held = fresh.documents;
+        for (name, state) in self.snapshot()? {
+            let Split {
+                skeleton,
+                documents,
+            } = documents::split(state);
+            ours.insert(name, skeleton);
+            held.extend(documents);
+        }
+        let wanted: Vec<String> = referred(fresh.states.values())
+            .into_iter()
+            .filter(|digest| !held.contains_key(digest))
+            .collect();
+        held.extend(self.store.backend.documents(&self.id, wanted).await?);
         let mut merged = BTreeMap::new();
         for (name, theirs) in &fresh.states {
-            let value = match (synced.base.get(name), ours.get(name)) {
-                (Some(base), Some(mine)) => merge(base, mine, theirs),
-                (None, Some(mine)) if mine != theirs => merge(&Value::Null, mine, theirs),
+            let descriptor = self.states.iter().find(|d| (d.type_name)() == name);
+            let changed_here = descriptor.is_some_and(|descriptor| {
+                let id = (descriptor.type_id)();
+                changing.iter().any(|d| (d.type_id)() == id)
+                    || self
+                        .scope
+                        .dirty
+                        .get(&id)
+                        .is_some_and(|dirty| dirty.load(Ordering::Acquire))
+            });
+            let value = match (changed_here, synced.base.get(name), ours.get(name)) {
+                (true, Some(base), Some(mine)) => merge(base, mine, theirs),
+                (true, None, Some(mine)) => {
+                    let base = descriptor.and_then(default_skeleton).unwrap_or(Value::Null);
+                    merge(&base, mine, theirs)
+                }
                 _ => theirs.clone(),
             };
-            merged.insert(name.clone(), value);
+            if value != *theirs
+                && let Some(descriptor) = descriptor
+            {
+                // Ours laid over theirs: the store does not have it yet.
+                self.mark_dirty(&[descriptor]);
+            }
+            merged.insert(name.clone(), documents::join(&value, &held));
         }
         self.apply(&merged)?;
         synced.version = fresh.version;
@@ -203,8 +347,16 @@ impl StateSync {
 
     /// Every storable state of the session as JSON.
     fn snapshot(&self) -> Result<BTreeMap<String, Value>, StoreError> {
+        self.snapshot_of(&self.states.iter().collect::<Vec<_>>())
+    }
+
+    /// The storable states among `states` as JSON.
+    fn snapshot_of(
+        &self,
+        states: &[&StateDescriptor],
+    ) -> Result<BTreeMap<String, Value>, StoreError> {
         let mut out = BTreeMap::new();
-        for descriptor in &self.states {
+        for descriptor in states {
             let Some(slot) = self.scope.states.get(&(descriptor.type_id)()) else {
                 continue;
             };
@@ -256,6 +408,33 @@ impl StateSync {
             reason: format!("the state `{}`: {reason}", (descriptor.type_name)()),
         }
     }
+}
+
+/// The skeleton of a fresh (default) state of `descriptor`'s type, when it is storable.
+fn default_skeleton(descriptor: &StateDescriptor) -> Option<Value> {
+    let fresh = (descriptor.new)();
+    let state = descriptor.save(&*fresh)?.ok()?;
+    Some(documents::split(state).skeleton)
+}
+
+/// Every document digest the skeletons `states` refer to.
+fn referred<'a>(states: impl Iterator<Item = &'a Value>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for state in states {
+        documents::digests(state, &mut out);
+    }
+    out
+}
+
+/// Reads the documents `stored`'s skeletons refer to (a session about to be restored).
+pub(crate) async fn with_documents(
+    store: &SharedStore,
+    id: &str,
+    mut stored: StoredSession,
+) -> Result<StoredSession, StoreError> {
+    let wanted = referred(stored.states.values()).into_iter().collect();
+    stored.documents = store.backend.documents(id, wanted).await?;
+    Ok(stored)
 }
 
 /// The start of a session id, for logs.
