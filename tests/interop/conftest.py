@@ -540,9 +540,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         pytest.exit(f"MCP_PROXY={proxy!r} is not an executable file", returncode=2)
     if HTTP_PROXY and shutil.which(HTTP_PROXY) is None:
         pytest.exit(f"MCP_HTTP_PROXY={HTTP_PROXY!r} is not an executable file", returncode=2)
-    # The server's (or proxy's) stderr goes here, one section per connection.
+    # The server's (or proxy's) stderr goes here, one section per connection. Under pytest-xdist
+    # only the controller empties it (before it starts the workers, which append to it).
     LOG_DIR.mkdir(exist_ok=True)
-    (LOG_DIR / "server-stderr.log").write_text("", encoding="utf-8")
+    if not hasattr(session.config, "workerinput"):
+        (LOG_DIR / "server-stderr.log").write_text("", encoding="utf-8")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
