@@ -727,7 +727,6 @@ impl Session {
             ));
             return;
         }
-        self.initialized_elsewhere(method);
         self.taps
             .start(id, method, params, &self.scope, &self.server);
         // The chain's outermost step (routing paths, SPEC P7, S1): only when routes are
@@ -897,27 +896,6 @@ impl Session {
             params: serde_json::to_string(&map).ok()?,
             progress_token,
         })
-    }
-
-    /// Behind a balancer without affinity, the client's `notifications/initialized` may have
-    /// gone to another replica, so the upstream of the replica that created the session never
-    /// got it. A request after the accepted `initialize` means the client has finished its
-    /// handshake (what a restore on another replica assumes too): this replica's upstream is
-    /// told first. Only for sessions in a shared store; elsewhere the proxy stays transparent.
-    fn initialized_elsewhere(&mut self, method: &str) {
-        if self.handshake_tap.is_none()
-            || self.handshake.initialized
-            || self.handshake.initialize.is_none()
-            || matches!(method, "initialize" | "ping")
-        {
-            return;
-        }
-        tracing::debug!(
-            method,
-            "the client initialized through another replica; telling this replica's upstream"
-        );
-        self.handshake.initialized = true;
-        self.send_upstream(jsonrpc::notification("notifications/initialized", None));
     }
 
     fn on_client_notification(&mut self, line: &str, method: &str, params: Option<&str>) {
