@@ -171,6 +171,10 @@ async def test_a_request_that_changes_no_state_costs_one_store_round_trip(tmp_pa
             # One script call per request (the TTL renewal, reading the states' version); what
             # it runs inside (HMGET, PEXPIRE) is counted too, and nothing is written.
             assert calls.pop("evalsha") == 9, calls
+            # Each answer is also stored in the shared SSE event log before it is sent (one
+            # MULTI/EXEC and its PUBLISH per event; test_replicas_events.py): not a state write.
+            events = {name: calls.pop(name, 0) for name in ("multi", "exec", "rpush", "ltrim", "publish")}
+            assert events["exec"] <= 9 and events["publish"] <= 9, events
             assert set(calls) <= {"hmget", "pexpire"}, calls
             after = redis_cli(group.redis, "HGET", f"mcpm:shared:session:{sid}", "v").strip()
             assert after == version, "nothing changed, nothing written"
