@@ -300,60 +300,12 @@ impl EventLog for RedisEvents {
 mod tests {
     //! Against a real `redis-server` on a free loopback port (scripts/setup-interop installs it).
 
-    use std::process::{Child, Command, Stdio};
     use std::sync::{Arc, Mutex};
     use std::time::Instant;
 
     use super::*;
 
-    /// A `redis-server` child, killed when dropped (also when the test fails).
-    struct Server {
-        child: Child,
-        url: String,
-    }
-
-    impl Server {
-        async fn start() -> Self {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map(|a| a.port())
-                .unwrap_or(0);
-            assert_ne!(port, 0, "no free port");
-            let child = Command::new("redis-server")
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn();
-            let child = match child {
-                Ok(child) => child,
-                Err(err) => panic!("redis-server could not start (is it installed?): {err}"),
-            };
-            let server = Self {
-                child,
-                url: format!("redis://127.0.0.1:{port}/0"),
-            };
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-                assert!(Instant::now() < deadline, "redis-server did not listen");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            server
-        }
-    }
-
-    impl Drop for Server {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+    use crate::shared_store::test_server::Server;
 
     fn tag(value: u32) -> ReplicaTag {
         ReplicaTag::new(value).unwrap_or_else(|| panic!("tag {value}"))
@@ -478,8 +430,7 @@ mod tests {
     async fn a_store_that_is_down_fails_fast_naming_itself() -> Result<(), StoreError> {
         let mut server = Server::start().await;
         let events = RedisEvents::connect(&server.url, "p", tag(1))?;
-        let _ = server.child.kill();
-        let _ = server.child.wait();
+        server.stop();
         for failed in [
             events.read("s", 1).await.map(|_| ()),
             events.relay(tag(2), "s", "{}").await.map(|_| ()),

@@ -38,6 +38,8 @@ mod merge;
 mod redis;
 pub(crate) mod relay;
 pub(crate) mod sync;
+#[cfg(all(test, feature = "redis"))]
+mod test_server;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

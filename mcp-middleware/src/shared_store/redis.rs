@@ -550,62 +550,12 @@ impl Backend for RedisBackend {
 mod tests {
     //! Against a real `redis-server` on a free loopback port (scripts/setup-interop installs it).
 
-    use std::net::TcpListener;
-    use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
 
     use super::*;
     use crate::shared_store::HandshakeRecord;
 
-    /// A `redis-server` child, killed when dropped (also when the test fails).
-    struct Server {
-        child: Child,
-        url: String,
-    }
-
-    impl Server {
-        async fn start() -> Self {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map(|a| a.port())
-                .unwrap_or(0);
-            assert_ne!(port, 0, "no free port");
-            let child = Command::new("redis-server")
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn();
-            let child = match child {
-                Ok(child) => child,
-                Err(err) => panic!("redis-server could not start (is it installed?): {err}"),
-            };
-            let server = Self {
-                child,
-                url: format!("redis://127.0.0.1:{port}/0"),
-            };
-            // Wait until it accepts connections (bounded: a server that never does fails).
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-                assert!(Instant::now() < deadline, "redis-server did not listen");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            server
-        }
-    }
-
-    impl Drop for Server {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+    use crate::shared_store::test_server::Server;
 
     fn meta() -> SessionMeta {
         SessionMeta {
@@ -762,26 +712,13 @@ mod tests {
         let mut server = Server::start().await;
         let store = RedisBackend::connect(&server.url, "unit").await?;
         store.save_meta("s", &meta(), TTL).await?;
-        let _ = server.child.kill();
-        let _ = server.child.wait();
+        server.stop();
         let failed = store.touch("s", TTL).await;
         match failed {
             Err(StoreError::Unavailable { store: named, .. }) => assert_eq!(named, server.url),
             other => panic!("expected the store to be unavailable, got {other:?}"),
         }
-        let port = server
-            .url
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.split('/').next())
-            .unwrap_or_default()
-            .to_owned();
-        server.child = Command::new("redis-server")
-            .args(["--port", &port, "--bind", "127.0.0.1", "--save", ""])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|err| store.unavailable(err.to_string()))?;
+        server.restart().await;
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             match store.ping().await {
