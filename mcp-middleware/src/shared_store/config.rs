@@ -20,10 +20,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 
-use super::{StoreError, redact};
+use super::StoreError;
 
 /// How long one store operation may take.
 const OP_TIMEOUT: Duration = Duration::from_secs(2);
@@ -115,24 +115,11 @@ impl SharedConfig {
     /// The shared configuration of `namespace` in the Redis at `url` (`redis://HOST:PORT[/DB]`).
     /// Fails when the URL is malformed or the store does not answer now.
     pub async fn redis(url: &str, namespace: &str) -> Result<Self, StoreError> {
-        let describe = redact(url);
-        let config_error = |reason: String| StoreError::Config {
-            store: describe.clone(),
-            reason,
-        };
-        if namespace.is_empty() || namespace.contains(['{', '}', ' ']) {
-            return Err(config_error(format!(
-                "the namespace `{namespace}` must be non-empty, without spaces or braces"
-            )));
-        }
-        let client = redis::Client::open(url).map_err(|err| config_error(err.to_string()))?;
-        let settings = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(OP_TIMEOUT))
-            .set_response_timeout(Some(OP_TIMEOUT))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(500));
-        let connection = ConnectionManager::new_lazy_with_config(client.clone(), settings)
-            .map_err(|err| config_error(err.to_string()))?;
+        let super::connection::Opened {
+            describe,
+            client,
+            connection,
+        } = super::connection::open(url, namespace, OP_TIMEOUT)?;
         let config = Self {
             key: format!("mcpm:{namespace}:config"),
             channel: format!("mcpm:{namespace}:config-changed"),

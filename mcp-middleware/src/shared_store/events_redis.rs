@@ -13,12 +13,12 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
 
+use super::StoreError;
 use super::events::{Appended, EventLog, LoggedEvent};
 use super::relay::ReplicaTag;
-use super::{StoreError, redact};
 
 /// How long one store operation may take before it fails.
 const OP_TIMEOUT: Duration = Duration::from_secs(1);
@@ -41,19 +41,11 @@ pub(super) struct RedisEvents {
 
 impl RedisEvents {
     pub(super) fn connect(url: &str, namespace: &str, tag: ReplicaTag) -> Result<Self, StoreError> {
-        let describe = redact(url);
-        let config_error = |reason: String| StoreError::Config {
-            store: describe.clone(),
-            reason,
-        };
-        let client = redis::Client::open(url).map_err(|err| config_error(err.to_string()))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(OP_TIMEOUT))
-            .set_response_timeout(Some(OP_TIMEOUT))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(500));
-        let connection = ConnectionManager::new_lazy_with_config(client.clone(), config)
-            .map_err(|err| config_error(err.to_string()))?;
+        let super::connection::Opened {
+            describe,
+            client,
+            connection,
+        } = super::connection::open(url, namespace, OP_TIMEOUT)?;
         Ok(Self {
             describe,
             prefix: format!("mcpm:{namespace}:"),
@@ -72,35 +64,15 @@ impl RedisEvents {
     }
 
     fn unavailable(&self, reason: impl Into<String>) -> StoreError {
-        StoreError::Unavailable {
-            store: self.describe.clone(),
-            reason: reason.into(),
-        }
+        super::connection::unavailable(&self.describe, reason)
     }
 
     /// Runs `op` within [`OP_TIMEOUT`]; a connection found broken is made again once.
-    async fn bounded<T, F>(
-        &self,
-        mut op: impl FnMut(ConnectionManager) -> F,
-    ) -> Result<T, StoreError>
+    async fn bounded<T, F>(&self, op: impl FnMut(ConnectionManager) -> F) -> Result<T, StoreError>
     where
         F: Future<Output = redis::RedisResult<T>>,
     {
-        let mut retried = false;
-        loop {
-            match tokio::time::timeout(OP_TIMEOUT, op(self.connection.clone())).await {
-                Ok(Ok(value)) => return Ok(value),
-                Ok(Err(err)) if !retried && (err.is_connection_dropped() || err.is_io_error()) => {
-                    retried = true;
-                }
-                Ok(Err(err)) => return Err(self.unavailable(err.to_string())),
-                Err(_) => {
-                    return Err(
-                        self.unavailable(format!("no answer within {} ms", OP_TIMEOUT.as_millis()))
-                    );
-                }
-            }
-        }
+        super::connection::bounded(&self.describe, &self.connection, OP_TIMEOUT, op).await
     }
 
     /// A pub/sub connection subscribed to `channel`, within [`OP_TIMEOUT`].

@@ -53,10 +53,10 @@ mod redis {
     use std::time::Duration;
 
     use futures_util::future::BoxFuture;
-    use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+    use redis::aio::ConnectionManager;
 
     use super::{Fanout, HandshakeChanged};
-    use crate::shared_store::{HandshakeRecord, StoreError, redact};
+    use crate::shared_store::{HandshakeRecord, StoreError};
 
     /// How long one announcement may take before it is given up (logged).
     const OP_TIMEOUT: Duration = Duration::from_secs(1);
@@ -75,19 +75,15 @@ mod redis {
         /// A fanout on the Redis at `url` for `namespace` (connected lazily: the store's own
         /// connection has checked that it answers).
         pub(crate) fn new(url: &str, namespace: &str) -> Result<Self, StoreError> {
-            let describe = redact(url);
+            let crate::shared_store::connection::Opened {
+                describe,
+                client,
+                connection,
+            } = crate::shared_store::connection::open(url, namespace, OP_TIMEOUT)?;
             let config_error = |reason: String| StoreError::Config {
                 store: describe.clone(),
                 reason,
             };
-            let client = ::redis::Client::open(url).map_err(|err| config_error(err.to_string()))?;
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(OP_TIMEOUT))
-                .set_response_timeout(Some(OP_TIMEOUT))
-                .set_number_of_retries(1)
-                .set_max_delay(Duration::from_millis(500));
-            let connection = ConnectionManager::new_lazy_with_config(client.clone(), config)
-                .map_err(|err| config_error(err.to_string()))?;
             let mut random = [0u8; 8];
             getrandom::fill(&mut random).map_err(|err| config_error(err.to_string()))?;
             Ok(Self {

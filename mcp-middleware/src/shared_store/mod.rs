@@ -28,6 +28,8 @@
 
 #[cfg(feature = "redis")]
 mod config;
+#[cfg(feature = "redis")]
+mod connection;
 mod documents;
 pub(crate) mod events;
 #[cfg(feature = "redis")]

@@ -13,11 +13,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 
-use super::{
-    Backend, Heard, Saved, SessionMeta, StatesWrite, StoreError, StoredSession, Touched, redact,
-};
+use super::{Backend, Heard, Saved, SessionMeta, StatesWrite, StoreError, StoredSession, Touched};
 
 /// How long one store operation may take before the request fails.
 const OP_TIMEOUT: Duration = Duration::from_secs(1);
@@ -141,24 +139,11 @@ pub(super) struct RedisBackend {
 
 impl RedisBackend {
     pub(super) async fn connect(url: &str, namespace: &str) -> Result<Self, StoreError> {
-        let describe = redact(url);
-        let config_error = |reason: String| StoreError::Config {
-            store: describe.clone(),
-            reason,
-        };
-        if namespace.is_empty() || namespace.contains(['{', '}', ' ']) {
-            return Err(config_error(format!(
-                "the namespace `{namespace}` must be non-empty, without spaces or braces"
-            )));
-        }
-        let client = redis::Client::open(url).map_err(|err| config_error(err.to_string()))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(OP_TIMEOUT))
-            .set_response_timeout(Some(OP_TIMEOUT))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(500));
-        let connection = ConnectionManager::new_lazy_with_config(client.clone(), config)
-            .map_err(|err| config_error(err.to_string()))?;
+        let super::connection::Opened {
+            describe,
+            client,
+            connection,
+        } = super::connection::open(url, namespace, OP_TIMEOUT)?;
         let backend = Self {
             describe,
             prefix: format!("mcpm:{namespace}:session:"),
@@ -198,35 +183,11 @@ impl RedisBackend {
     /// last operation) is made again once and the operation tried on it: every operation here
     /// is safe to repeat (a compare-and-set whose answer was lost conflicts with itself and
     /// merges to the same state).
-    async fn bounded<T, F>(
-        &self,
-        mut op: impl FnMut(ConnectionManager) -> F,
-    ) -> Result<T, StoreError>
+    async fn bounded<T, F>(&self, op: impl FnMut(ConnectionManager) -> F) -> Result<T, StoreError>
     where
         F: Future<Output = redis::RedisResult<T>>,
     {
-        let mut retried = false;
-        loop {
-            match tokio::time::timeout(OP_TIMEOUT, op(self.connection.clone())).await {
-                Ok(Ok(value)) => return Ok(value),
-                Ok(Err(err)) if !retried && (err.is_connection_dropped() || err.is_io_error()) => {
-                    retried = true;
-                }
-                Ok(Err(err)) => return Err(self.unavailable(err.to_string())),
-                Err(_) => {
-                    return Err(
-                        self.unavailable(format!("no answer within {} ms", OP_TIMEOUT.as_millis()))
-                    );
-                }
-            }
-        }
-    }
-
-    fn unavailable(&self, reason: String) -> StoreError {
-        StoreError::Unavailable {
-            store: self.describe.clone(),
-            reason,
-        }
+        super::connection::bounded(&self.describe, &self.connection, OP_TIMEOUT, op).await
     }
 
     fn corrupt(&self, reason: String) -> StoreError {
