@@ -7,11 +7,10 @@
 //! it and the test fails at its bound; with it the client reads the first megabyte while the
 //! upstream is still paused. Nothing waits by sleeping: each wait is for an event, with a bound.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -19,44 +18,17 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+#[path = "support/process.rs"]
+mod process;
+#[path = "support/scratch.rs"]
+mod scratch;
+use scratch::Scratch;
+
 /// How long any one expected event may take before a test fails.
 const WAIT: Duration = Duration::from_secs(20);
 
 /// The size of the answer's text: 4 MB, written in two halves.
 const SIZE: usize = 4_000_000;
-
-/// A scratch directory for the gate FIFO, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new() -> Self {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "mcpctl-cut-through-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create the scratch directory");
-        Self(dir)
-    }
-
-    fn fifo(&self, name: &str) -> PathBuf {
-        let path = self.0.join(name);
-        let made = Command::new("mkfifo")
-            .arg(&path)
-            .status()
-            .expect("mkfifo runs");
-        assert!(made.success(), "mkfifo {}", path.display());
-        path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// `mcpctl proxy ARGS -- python3 scripted_upstream.py`, its stdout read as raw bytes by a
 /// thread (so the test sees a line before its end).
@@ -98,17 +70,7 @@ impl Proxy {
             }
         });
         let stderr_pipe = child.stderr.take().expect("stderr is piped");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let sink = stderr.clone();
-        thread::spawn(move || {
-            for line in BufReader::new(stderr_pipe).lines() {
-                let Ok(line) = line else { break };
-                if let Ok(mut all) = sink.lock() {
-                    all.push_str(&line);
-                    all.push('\n');
-                }
-            }
-        });
+        let (stderr, _) = process::collect_lines(stderr_pipe);
         Self {
             stdin: child.stdin.take(),
             child,
@@ -185,10 +147,7 @@ impl Proxy {
 impl Drop for Proxy {
     /// SIGKILL to the whole process group (the upstream may be paused on its gate).
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .stderr(Stdio::null())
-            .status();
+        process::kill_group(self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -211,7 +170,7 @@ fn mid_line(held: &[u8], n: usize) -> bool {
 
 #[test]
 fn a_large_answer_reaches_the_client_while_the_upstream_is_still_writing_it() {
-    let scratch = Scratch::new();
+    let scratch = Scratch::new("mcpctl-cut-through");
     let gate = scratch.fifo("gate");
     let mut proxy = Proxy::start(&[]);
     proxy.initialize();
@@ -243,7 +202,7 @@ fn a_large_answer_reaches_the_client_while_the_upstream_is_still_writing_it() {
 
 #[test]
 fn an_answer_cut_through_that_goes_past_the_limit_is_ended_and_its_request_fails() {
-    let scratch = Scratch::new();
+    let scratch = Scratch::new("mcpctl-cut-through");
     let gate = scratch.fifo("gate");
     let mut proxy = Proxy::start(&["--max-message-bytes", "1048576"]);
     proxy.initialize();

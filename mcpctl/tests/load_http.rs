@@ -20,6 +20,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
+#[path = "support/process.rs"]
+mod process;
+use process::proc_kib;
+
 use http_client::{Conn, WAIT, request, start_session};
 use serde_json::{Value, json};
 
@@ -81,16 +85,6 @@ fn serve(lifeline: &std::path::Path) -> Served {
     let authority = rx.recv_timeout(WAIT).expect("mcpctl serve listens");
     let addr = authority.parse().expect("a socket address");
     Served { child, addr }
-}
-
-/// A `/proc/PID/status` figure in KiB.
-fn proc_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no {field} for process {pid}"))
 }
 
 /// One session's run: its calls, checked one by one; then its upstream's record of them.

@@ -9,7 +9,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -17,48 +16,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+#[path = "support/process.rs"]
+mod process;
+#[path = "support/scratch.rs"]
+mod scratch;
+use process::{kill_group, proc_kib};
+use scratch::Scratch;
+
 /// How long any one expected event may take before a test fails.
 const WAIT: Duration = Duration::from_secs(20);
-
-/// A scratch directory for FIFOs and logs, removed when dropped.
-struct Scratch {
-    dir: PathBuf,
-}
-
-impl Scratch {
-    fn new() -> Self {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "mcpctl-robustness-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create the scratch directory");
-        Self { dir }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
-    }
-
-    /// A new FIFO.
-    fn fifo(&self, name: &str) -> PathBuf {
-        let path = self.path(name);
-        let made = Command::new("mkfifo")
-            .arg(&path)
-            .status()
-            .expect("mkfifo runs");
-        assert!(made.success(), "mkfifo {}", path.display());
-        path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// Everything written to a FIFO until its last writer closes it, read in a thread that is
 /// already waiting when this returns.
@@ -133,17 +99,7 @@ impl Proxy {
         }
         let mut child = command.spawn().expect("mcpctl starts");
         let stderr_pipe = child.stderr.take().expect("stderr is piped");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let sink = stderr.clone();
-        thread::spawn(move || {
-            for line in BufReader::new(stderr_pipe).lines() {
-                let Ok(line) = line else { break };
-                if let Ok(mut all) = sink.lock() {
-                    all.push_str(&line);
-                    all.push('\n');
-                }
-            }
-        });
+        let (stderr, _) = process::collect_lines(stderr_pipe);
         Self {
             stdin: child.stdin.take(),
             stdout: child.stdout.take(),
@@ -272,24 +228,6 @@ impl Drop for Proxy {
     }
 }
 
-/// SIGKILL to every process in the group `pgid`.
-fn kill_group(pgid: u32) {
-    let _ = Command::new("kill")
-        .args(["-KILL", "--", &format!("-{pgid}")])
-        .stderr(Stdio::null())
-        .status();
-}
-
-/// A `/proc/PID/status` figure in KiB (VmRSS, VmHWM).
-fn proc_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no {field} for process {pid}"))
-}
-
 fn code(message: &Value) -> i64 {
     message["error"]["code"].as_i64().unwrap_or_default()
 }
@@ -335,7 +273,7 @@ fn an_upstream_killed_mid_call_fails_the_call_within_a_second_and_the_next_reque
 
 #[test]
 fn a_flooding_upstream_is_held_back_until_the_client_reads_and_nothing_is_lost() {
-    let scratch = Scratch::new();
+    let scratch = Scratch::new("mcpctl-robustness");
     let mut proxy = Proxy::start(&[], &[]);
     proxy.initialize();
     let idle = proxy_kib(&proxy);
@@ -471,7 +409,7 @@ fn an_upstream_that_stops_reading_gets_no_more_than_its_queue_and_requests_are_r
 
 #[test]
 fn a_proxy_killed_with_sigkill_takes_its_upstream_with_it() {
-    let scratch = Scratch::new();
+    let scratch = Scratch::new("mcpctl-robustness");
     let lifeline = Lifeline::new(&scratch);
     let log = scratch.path("upstream.log");
     let mut proxy = Proxy::start(
@@ -503,7 +441,7 @@ fn a_proxy_killed_with_sigkill_takes_its_upstream_with_it() {
 
 #[test]
 fn a_client_leaving_mid_call_cancels_it_upstream_and_stops_the_upstream() {
-    let scratch = Scratch::new();
+    let scratch = Scratch::new("mcpctl-robustness");
     let lifeline = Lifeline::new(&scratch);
     let log = scratch.path("upstream.log");
     let mut proxy = Proxy::start(

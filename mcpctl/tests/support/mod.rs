@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+pub mod process;
+pub mod scratch;
+
 /// How long any single expected message may take before a test fails.
 pub const WAIT: Duration = Duration::from_secs(20);
 
@@ -64,16 +67,7 @@ impl Client {
                 }
             }
         });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let sink = stderr.clone();
-        let stderr_reader = thread::spawn(move || {
-            for line in BufReader::new(stderr_pipe).lines() {
-                let Ok(line) = line else { break };
-                let mut all = sink.lock().expect("stderr buffer");
-                all.push_str(&line);
-                all.push('\n');
-            }
-        });
+        let (stderr, stderr_reader) = process::collect_lines(stderr_pipe);
         Self {
             stdin: child.stdin.take(),
             child: Some(child),
