@@ -30,7 +30,9 @@
 //! upstream's reader; `client_end` lets them write their final answers to the client
 //! themselves (a hooked call crosses 5 tasks or channels on stdio, see `upstream_end`);
 //! `lifecycle` starts a dead upstream again
-//! and replays the handshake to it; `bridge` translates when a 2026-07-28 client meets a
+//! and replays the handshake to it; `upstream_state` is the upstream as the session holds it
+//! (down, starting with what waits for it in one queue, or up); `handshake_memory` keeps what
+//! a restarted upstream is told again; `bridge` translates when a 2026-07-28 client meets a
 //! handshake-only upstream. When both sides speak the same era nothing is translated. Which
 //! path a request takes (refused, raw, hooks) is the chain's outermost step
 //! (`Chain::enter`), decided once.
