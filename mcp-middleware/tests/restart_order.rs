@@ -55,13 +55,17 @@ async fn a_hooked_and_a_raw_request_held_for_a_restart_go_in_the_order_they_came
     let hooked = client
         .start("tools/call", json!({"name": "t", "arguments": {}}))
         .await;
+    // Opening a FIFO for writing blocks until its reader opens it: on a thread of its own, so
+    // a test that fails here does not wait for it on its way out.
     let path = gate.path.clone();
-    let opened =
-        tokio::task::spawn_blocking(move || std::fs::OpenOptions::new().write(true).open(path));
+    let (sender, opened) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(std::fs::OpenOptions::new().write(true).open(path));
+    });
     let writer = tokio::time::timeout(Duration::from_secs(10), opened)
         .await
         .expect("the restarted upstream got the replayed initialize")
-        .expect("the opener did not panic")
+        .expect("the opener reported")
         .expect("the gate opens");
 
     // A raw request now waits behind the hook's; the refused long line after it proves the
