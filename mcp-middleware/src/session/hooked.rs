@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::bridge::ClientEra;
 use super::client_end::{Answer, error_line};
+use super::upstream_state::Held;
 use super::{Pending, Session, UpstreamRequest, UpstreamState};
 use crate::context::{Context, LoopCall, RawOutcome};
 use crate::exchange::{IdMap, Waiting};
@@ -40,8 +41,6 @@ const SESSION_END_GRACE: Duration = Duration::from_secs(5);
 pub(super) struct Hooked {
     /// The running calls, by a number of their own, with the client's ids beside them.
     calls: IdMap<HookedCall>,
-    /// Hook requests waiting for a restarted upstream to be ready.
-    held: Vec<LoopCall>,
     /// Unhooked requests being timed for observers, by upstream id.
     observing: HashMap<u64, Observing>,
 }
@@ -538,14 +537,16 @@ impl Session {
                 params,
                 reply,
             } => {
-                if matches!(self.upstream, UpstreamState::Starting { .. }) {
-                    self.hooks.held.push(LoopCall::Upstream {
+                // A restarted or probed upstream: it waits with the client's messages, in
+                // the order they came (`upstream_state::Held`).
+                if let UpstreamState::Starting { queued, .. } = &mut self.upstream {
+                    queued.hold(Held::Hook(LoopCall::Upstream {
                         uid,
                         call,
                         method,
                         params,
                         reply,
-                    });
+                    }));
                     return;
                 }
                 if !self.ensure_upstream(None, &method) {
@@ -556,14 +557,14 @@ impl Session {
                     let _ = reply.send(Err(unavailable(&method, &reason)));
                     return;
                 }
-                if matches!(self.upstream, UpstreamState::Starting { .. }) {
-                    self.hooks.held.push(LoopCall::Upstream {
+                if let UpstreamState::Starting { queued, .. } = &mut self.upstream {
+                    queued.hold(Held::Hook(LoopCall::Upstream {
                         uid,
                         call,
                         method,
                         params,
                         reply,
-                    });
+                    }));
                     return;
                 }
                 if let Some(queued) = self.upstream_backlog() {
@@ -579,9 +580,9 @@ impl Session {
                 self.forward_hook_request(uid, call, &method, params, reply);
             }
             LoopCall::CancelUpstream { uid } => {
-                self.hooks.held.retain(
-                    |held| !matches!(held, LoopCall::Upstream { uid: held, .. } if *held == uid),
-                );
+                if let UpstreamState::Starting { queued, .. } = &mut self.upstream {
+                    queued.retain(|held| !held.is_hook_request(uid));
+                }
                 if let Some(Pending::Hook { .. }) = self.pending.remove(uid) {
                     let params = format!(
                         r#"{{"requestId":{uid},"reason":"the request was cancelled in the proxy"}}"#
@@ -640,22 +641,6 @@ impl Session {
                     Err(error) => error_line(&upstream_id, &error),
                 };
                 self.send_upstream(line);
-            }
-        }
-    }
-
-    /// The upstream is ready again: send the hook requests that waited for it.
-    pub(super) fn release_held_calls(&mut self) {
-        for call in std::mem::take(&mut self.hooks.held) {
-            self.on_loop_call(call);
-        }
-    }
-
-    /// The upstream could not be started: fail the hook requests that waited for it.
-    pub(super) fn fail_held_calls(&mut self, reason: &str) {
-        for call in std::mem::take(&mut self.hooks.held) {
-            if let LoopCall::Upstream { method, reply, .. } = call {
-                let _ = reply.send(Err(unavailable(&method, reason)));
             }
         }
     }
@@ -730,7 +715,8 @@ impl Session {
     }
 }
 
-fn unavailable(method: &str, reason: &str) -> ErrorData {
+/// The error a hook's request gets when the upstream cannot take it (`reason`).
+pub(super) fn unavailable(method: &str, reason: &str) -> ErrorData {
     ErrorData::new(
         ErrorCode(jsonrpc::UPSTREAM_UNAVAILABLE as i32),
         format!("upstream unavailable for `{method}`: {reason}"),

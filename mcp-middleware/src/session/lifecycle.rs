@@ -3,9 +3,10 @@
 //! pending when it dies.
 
 use super::bridge::ClientEra;
+use super::upstream_state::Held;
 use super::{Pending, ProxyRequest, Session, UpstreamState};
 use crate::exchange::Step;
-use crate::jsonrpc::{self, Message};
+use crate::jsonrpc;
 use crate::upstream::Replay;
 
 impl Session {
@@ -66,11 +67,11 @@ impl Session {
         ) {
             UpstreamState::Up(link) => {
                 let mut queued = Replay::until(uid);
-                queued.hold(line);
+                queued.hold(Held::Line(line));
                 UpstreamState::Starting { link, queued }
             }
             UpstreamState::Starting { link, mut queued } => {
-                queued.hold(line);
+                queued.hold(Held::Line(line));
                 UpstreamState::Starting { link, queued }
             }
             down @ UpstreamState::Down { .. } => down,
@@ -97,10 +98,14 @@ impl Session {
                 Step::Request { method, params } => self.send_proxy_request(method, &params),
             }
         }
-        for line in released.held {
-            self.on_client_line(line);
+        // In the order they came; one that starts another wait (the era probe) holds the
+        // rest behind it again.
+        for held in released.held {
+            match held {
+                Held::Line(line) => self.on_client_line(line),
+                Held::Hook(call) => self.on_loop_call(call),
+            }
         }
-        self.release_held_calls();
     }
 
     /// The upstream could not be made ready: fail the held requests with `reason`.
@@ -108,13 +113,12 @@ impl Session {
         tracing::warn!("{reason}");
         let queued = self.mark_down(&reason);
         self.era = ClientEra::Unknown;
-        self.fail_queued(&queued, &reason);
-        self.fail_held_calls(&reason);
+        self.fail_queued(queued, &reason);
     }
 
-    /// Marks the upstream down (dropping its link kills it) and returns the client messages that
-    /// were held for it.
-    fn mark_down(&mut self, reason: &str) -> Vec<String> {
+    /// Marks the upstream down (dropping its link kills it) and returns what was held for it
+    /// (client messages and hooks' requests).
+    fn mark_down(&mut self, reason: &str) -> Vec<Held> {
         for (_, waiter) in self.stop_direct() {
             let _ = waiter.reply.send(Err(rmcp::model::ErrorData::new(
                 rmcp::model::ErrorCode(jsonrpc::UPSTREAM_UNAVAILABLE as i32),
@@ -134,14 +138,11 @@ impl Session {
         }
     }
 
-    pub(super) fn fail_queued(&mut self, queued: &[String], reason: &str) {
-        for line in queued {
-            if let Ok(Message::Request { id, method, .. }) = Message::parse(line) {
-                self.to_client(jsonrpc::error(
-                    Some(id),
-                    jsonrpc::UPSTREAM_UNAVAILABLE,
-                    &format!("upstream unavailable for `{method}`: {reason}"),
-                ));
+    /// Fails what was held for an upstream that could not be made ready (`reason`).
+    pub(super) fn fail_queued(&mut self, queued: Vec<Held>, reason: &str) {
+        for held in queued {
+            if let Some(line) = held.fail(reason) {
+                self.to_client(line);
             }
         }
     }
@@ -150,7 +151,7 @@ impl Session {
         let reason = format!("upstream `{}` {how}", self.server);
         tracing::warn!("{reason}");
         let queued = self.mark_down(&reason);
-        self.fail_queued(&queued, &reason);
+        self.fail_queued(queued, &reason);
         let failed = self.pending.drain();
         for (uid, pending) in failed {
             match pending {

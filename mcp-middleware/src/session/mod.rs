@@ -30,7 +30,9 @@
 //! upstream's reader; `client_end` lets them write their final answers to the client
 //! themselves (a hooked call crosses 5 tasks or channels on stdio, see `upstream_end`);
 //! `lifecycle` starts a dead upstream again
-//! and replays the handshake to it; `bridge` translates when a 2026-07-28 client meets a
+//! and replays the handshake to it; `upstream_state` is the upstream as the session holds it
+//! (down, starting with what waits for it in one queue, or up); `handshake_memory` keeps what
+//! a restarted upstream is told again; `bridge` translates when a 2026-07-28 client meets a
 //! handshake-only upstream. When both sides speak the same era nothing is translated. Which
 //! path a request takes (refused, raw, hooks) is the chain's outermost step
 //! (`Chain::enter`), decided once.
@@ -40,15 +42,18 @@
 
 mod bridge;
 mod client_end;
+mod handshake_memory;
 mod hooked;
 mod lifecycle;
 mod reload;
 mod rounds;
 mod shared;
 mod upstream_end;
+mod upstream_state;
 
 pub(crate) use client_end::ClientEnd;
 pub(crate) use upstream_end::UpstreamEnd;
+use upstream_state::UpstreamState;
 
 use crate::exchange::{Handshake, IdMap, Waiting, swap_progress_token};
 
@@ -75,7 +80,7 @@ use crate::project::Project;
 use crate::transport::Frame;
 use crate::transport::outbound::Belongs;
 use crate::transport::queue::LineQueue;
-use crate::upstream::{AnswerTail, Order, Outlet, Replay, Upstream, UpstreamEvent, UpstreamLink};
+use crate::upstream::{AnswerTail, Order, Outlet, Upstream, UpstreamEvent};
 
 /// Settings of a proxy session.
 #[derive(Debug, Clone)]
@@ -264,20 +269,6 @@ impl Waiting for UpstreamRequest {
     fn progress_token(&self) -> Option<&str> {
         self.progress_token.as_deref()
     }
-}
-
-enum UpstreamState {
-    /// Not running: the next request starts it.
-    Down { reason: String },
-    /// Restarted, the handshake being replayed, or the era being probed: client messages wait
-    /// in `queued` for that answer ([`Replay`], the one restart mechanism, which a `ServerSet`
-    /// uses per server).
-    Starting {
-        link: UpstreamLink,
-        queued: Replay<String>,
-    },
-    /// Running.
-    Up(UpstreamLink),
 }
 
 pub(crate) struct Session {
@@ -511,16 +502,6 @@ impl Session {
         ended
     }
 
-    /// Where a start of the upstream sends what it reads: the loop, and the chain's upstream
-    /// end for the answers hook tasks await.
-    fn outlet(&self) -> Outlet {
-        Outlet::tapped(
-            self.upstream_events.clone(),
-            Arc::new(self.upstream_end.clone()),
-            self.order.clone(),
-        )
-    }
-
     /// Whether a request sent upstream (by the client, or by a hook) still waits for its
     /// answer, or a hooked request has not answered the client yet.
     fn requests_in_flight(&self) -> bool {
@@ -630,25 +611,6 @@ impl Session {
             None => self.upstream_end.call_of(uid)?,
         };
         self.hooks.client_id_of(call)
-    }
-
-    /// How much waits for the upstream to read it, when that is over the limit.
-    pub(super) fn upstream_backlog(&self) -> Option<usize> {
-        let link = match &self.upstream {
-            UpstreamState::Up(link) | UpstreamState::Starting { link, .. } => link,
-            UpstreamState::Down { .. } => return None,
-        };
-        let queued = link.backlog().queued();
-        (queued > self.options.upstream_queue_bytes).then_some(queued)
-    }
-
-    /// The error for a request refused because the upstream is not reading.
-    pub(super) fn backlog_message(&self, method: &str, queued: usize) -> String {
-        format!(
-            "upstream `{}` is not reading its input: {queued} bytes already wait for it, over \
-             the limit of {}; `{method}` was not sent",
-            self.server, self.options.upstream_queue_bytes
-        )
     }
 
     pub(super) fn next_upstream_id(&mut self) -> u64 {
@@ -1013,17 +975,6 @@ impl Session {
         self.send_upstream(out);
     }
 
-    /// Keeps what a restarted upstream must be told again.
-    fn remember_state(&mut self, method: &str, params: Option<&str>) {
-        self.handshake.remember(method, params);
-        if matches!(
-            method,
-            "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe"
-        ) {
-            self.publish_handshake();
-        }
-    }
-
     // ---------------------------------------------------------------- upstream → client
 
     /// A line from the upstream; `during` is the upstream id of the request on whose response
@@ -1174,24 +1125,6 @@ impl Session {
         }
     }
 
-    /// Keeps what an answer tells about the session: an accepted `initialize` is replayed after
-    /// a restart; a `server/discover` the client sent itself that the upstream answered for
-    /// 2026-07-28 settles the era, so the proxy need not probe.
-    fn note_handshake_answer(&mut self, uid: u64, method: &str, outcome: Result<&str, &str>) {
-        if let Some(params) = self.handshake.initialize_answered(uid, outcome)
-            && let Ok(result) = outcome
-        {
-            self.record_session_info(&params, result);
-            self.publish_handshake();
-        }
-        if method == "server/discover"
-            && matches!(self.era, ClientEra::Unknown)
-            && outcome.is_ok_and(era::discover_offers_stateless)
-        {
-            self.era = ClientEra::Same;
-        }
-    }
-
     fn on_upstream_request(
         &mut self,
         line: &str,
@@ -1324,16 +1257,6 @@ impl Session {
             return;
         }
         self.to_client(out);
-    }
-
-    // ---------------------------------------------------------------- upstream lifecycle
-
-    pub(super) fn send_upstream(&mut self, line: String) {
-        match &mut self.upstream {
-            UpstreamState::Up(link) => link.send(line),
-            UpstreamState::Starting { link, .. } => link.send(line),
-            UpstreamState::Down { .. } => {}
-        }
     }
 
     /// Answers every request whose deadline has passed with a timeout error, and cancels it

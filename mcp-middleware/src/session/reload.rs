@@ -48,19 +48,14 @@ impl Session {
         self.tell_lists(reload.lists);
     }
 
-    /// Hands the running server set `next` when it can take it server by server (both are sets
-    /// of several servers named alike: `ServerSet::reshapes_to`); false when the whole upstream
-    /// must restart instead (one server to several or back, another separator, nothing running).
+    /// Hands the running upstream `next` when it can take it in place (the upstream's own
+    /// `Connect::reshape`, `upstream/connect.rs`: a set of several servers named alike);
+    /// false when the whole upstream must restart instead (one server to several or back,
+    /// another separator, nothing running).
     fn reshape_in_place(&self, next: &Upstream) -> bool {
-        let (Upstream::Set(old), Upstream::Set(next)) = (&self.server, next) else {
-            return false;
-        };
-        if !old.reshapes_to(next) {
-            return false;
-        }
         match &self.upstream {
             UpstreamState::Up(link) | UpstreamState::Starting { link, .. } => {
-                link.reshape(next.clone())
+                self.server.connector().reshape(next, link)
             }
             UpstreamState::Down { .. } => false,
         }

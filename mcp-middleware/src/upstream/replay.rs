@@ -7,7 +7,9 @@
 //! anything else, and one that refuses it must not be sent the rest. Its answer releases the
 //! rest of the handshake ([`Handshake::after_initialize`]: `notifications/initialized`, the
 //! log level, the subscriptions) and then what was held, in the order it came
-//! ([`Replay::answered`]). The same gate holds messages while the session waits for another
+//! ([`Replay::answered`]). What is held is anything the caller must send after the answer (a
+//! session holds the client's lines and its hooks' requests in one queue), so the order in
+//! which they came is the order they go. The same gate holds messages while the session waits for another
 //! answer of its own (the era probe, [`Replay::until`]).
 //!
 //! What is remembered ([`Handshake`]) is plain data a shared store keeps; a `Replay` lives only
@@ -70,9 +72,15 @@ impl<T> Replay<T> {
         }
     }
 
-    /// Holds `message` until the awaited answer.
-    pub(crate) fn hold(&mut self, message: T) {
-        self.held.push(message);
+    /// Holds `message` until the awaited answer, behind what is already held.
+    pub(crate) fn hold(&mut self, message: impl Into<T>) {
+        self.held.push(message.into());
+    }
+
+    /// Drops what is held and no longer wanted (`keep` is false for it: a request cancelled
+    /// while it waited); the rest keeps its order.
+    pub(crate) fn retain(&mut self, keep: impl FnMut(&T) -> bool) {
+        self.held.retain(keep);
     }
 
     /// Whether `id` is the request this replay waits for.
@@ -134,7 +142,7 @@ mod tests {
     #[test]
     fn a_restart_sends_the_initialize_first_and_holds_the_rest_until_it_is_answered() {
         let handshake = handshake();
-        let (line, mut replay) = Replay::restart(&handshake, 7).unwrap();
+        let (line, mut replay) = Replay::<&str>::restart(&handshake, 7).unwrap();
         assert_eq!(
             line,
             r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}"#
@@ -166,7 +174,7 @@ mod tests {
     #[test]
     fn a_refused_replay_releases_no_handshake_and_gives_the_held_back() {
         let handshake = handshake();
-        let (_, mut replay) = Replay::restart(&handshake, 3).unwrap();
+        let (_, mut replay) = Replay::<i32>::restart(&handshake, 3).unwrap();
         replay.hold(1);
         let released = replay.answered(&handshake, false, |_| true);
         assert!(released.steps.is_empty());
@@ -176,14 +184,63 @@ mod tests {
     #[test]
     fn a_gate_of_the_callers_own_releases_only_what_it_held() {
         let handshake = handshake();
-        let mut probe = Replay::until(9);
+        let mut probe = Replay::<&str>::until(9);
         probe.hold("request");
         let released = probe.answered(&handshake, true, |_| true);
         assert!(released.steps.is_empty(), "a probe replays nothing");
         assert_eq!(released.held, ["request"]);
 
-        let (_, mut gone) = Replay::restart(&handshake, 4).unwrap();
+        let (_, mut gone) = Replay::<&str>::restart(&handshake, 4).unwrap();
         gone.hold("lost");
         assert_eq!(gone.abandon(), ["lost"]);
+    }
+
+    /// What a session holds: the client's lines and its hooks' requests, in one queue.
+    #[derive(Debug, PartialEq, Eq)]
+    enum Kind {
+        Raw(&'static str),
+        Hooked(u64),
+    }
+
+    impl From<&'static str> for Kind {
+        fn from(line: &'static str) -> Self {
+            Kind::Raw(line)
+        }
+    }
+
+    #[test]
+    fn raw_and_hooked_requests_held_together_go_in_the_order_they_came() {
+        let handshake = handshake();
+        let (_, mut replay) = Replay::<Kind>::restart(&handshake, 5).unwrap();
+        replay.hold(Kind::Hooked(10));
+        replay.hold("raw one");
+        replay.hold(Kind::Hooked(11));
+        replay.hold("raw two");
+        let released = replay.answered(&handshake, true, |_| true);
+        assert!(!released.steps.is_empty(), "the handshake goes first");
+        assert_eq!(
+            released.held,
+            [
+                Kind::Hooked(10),
+                Kind::Raw("raw one"),
+                Kind::Hooked(11),
+                Kind::Raw("raw two")
+            ]
+        );
+    }
+
+    #[test]
+    fn what_is_withdrawn_while_held_is_not_released_and_the_rest_keeps_its_order() {
+        let handshake = handshake();
+        let (_, mut replay) = Replay::<Kind>::restart(&handshake, 5).unwrap();
+        replay.hold("a");
+        replay.hold(Kind::Hooked(1));
+        replay.hold("b");
+        replay.hold(Kind::Hooked(2));
+        replay.retain(|held| *held != Kind::Hooked(1));
+        assert_eq!(
+            replay.abandon(),
+            [Kind::Raw("a"), Kind::Raw("b"), Kind::Hooked(2)]
+        );
     }
 }
