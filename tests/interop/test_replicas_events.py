@@ -198,15 +198,20 @@ async def test_a_sampling_request_answered_through_another_replica_reaches_the_u
         async with Client(streamable_http_client(group.url), mode="legacy", read_timeout_seconds=READ_TIMEOUT,
                           client_info=types.Implementation(name="replica-events", version="1.0.0"),
                           sampling_callback=sample, cache=None) as c:
-            # The replica that created the session never passes the client's
-            # `notifications/initialized` to its upstream when the balancer sends it elsewhere,
-            # and the reference server only offers its sampling tool once initialized; the
-            # replicas that restored the session replayed the whole handshake. So the calls
-            # go to those two.
+            # Every replica stays up: the client's `notifications/initialized` went to another
+            # replica than the one that created the session, and the creator's upstream (the
+            # reference server only offers its sampling tool once initialized) must have
+            # learned it through the handshake fan-out.
             (creator,) = [i for i, line, body in group.balancer.requests if b'"method":"initialize"' in body]
-            kill(group, creator)
+            with anyio.fail_after(READ_TIMEOUT):
+                # The client posts it in the background once `initialize` is answered.
+                while not (noted := [i for i, line, body in group.balancer.requests
+                                     if b"notifications/initialized" in body]):
+                    await anyio.sleep(0.01)
+            assert noted[0] != creator, (creator, group.balancer.requests)
             crossed: list[str] = []
-            for n in range(4):
+            called: set[int] = set()
+            for n in range(6):
                 mark = len(group.balancer.requests)
                 with anyio.fail_after(READ_TIMEOUT):
                     result = await c.call_tool("trigger-sampling-request", {"prompt": f"round {n}"})
@@ -214,13 +219,16 @@ async def test_a_sampling_request_answered_through_another_replica_reaches_the_u
                 assert "answered across replicas" in text_of(result.content[0]), result
                 posts = [(i, body) for i, line, body in group.balancer.requests[mark:] if line.startswith("POST")]
                 (call,) = [i for i, body in posts if b"trigger-sampling-request" in body]
+                called.add(call)
                 (answer,) = [(i, json.loads(body)) for i, body in posts if b'"result"' in body and b"model" in body]
                 assert answer[1]["id"].startswith("mcpm:"), answer
                 if answer[0] != call:
                     crossed.append(answer[1]["id"])
-            # Round robin over the two live replicas: some answers went to the other one.
+            # Round robin over the three replicas: the creator served a call, and some answers
+            # went to another replica than the one that asked.
+            assert creator in called, (creator, called, group.balancer.requests)
             assert crossed, ("every answer went to the replica that asked", group.balancer.requests)
-        assert asked == [f"Resource trigger-sampling-request context: round {n}" for n in range(4)], asked
+        assert asked == [f"Resource trigger-sampling-request context: round {n}" for n in range(6)], asked
 
 
 async def test_an_answer_for_a_replica_that_died_is_refused_naming_it(tmp_path: Path) -> None:

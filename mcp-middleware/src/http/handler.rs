@@ -268,7 +268,12 @@ async fn post(
             {
                 streams.cancelled_by_client(&request_id);
             }
+            let initialized = method == "notifications/initialized";
             handle.send(line).await?;
+            if initialized {
+                // With a shared store, the session's upstreams on other replicas learn it too.
+                super::shared_streams::initialized(registry, &handle).await;
+            }
             Ok(accepted())
         }
         Message::Result { .. } | Message::Error { .. } => {

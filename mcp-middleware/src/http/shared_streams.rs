@@ -277,6 +277,42 @@ pub(crate) fn listen_for_answers(registry: &Arc<Registry>) {
     }));
 }
 
+/// The client sent `notifications/initialized` to this replica (already handed to `handle`'s
+/// session): tells the other replicas running the session's upstream, the one that created it
+/// above all, before the client gets its `202`, so that each tells its own upstream at once
+/// and once (`Session::take_handshake`), before the client's next request can reach it. The
+/// announcement carries the stored handshake with `initialized` set. Nothing to do without a
+/// shared store's fan-out, or for a stateless session; a store that fails is logged (a replica
+/// that starts the upstream later replays the whole handshake).
+pub(crate) async fn initialized(registry: &Registry, handle: &SessionHandle) {
+    let Some(store) = registry.shared_store() else {
+        return;
+    };
+    let Some(fanout) = &store.fanout else {
+        return;
+    };
+    if handle.id.starts_with("stateless:") {
+        return;
+    }
+    let ttl = registry.options().idle_timeout;
+    let mut handshake = match store.backend.load(&handle.id, ttl).await {
+        Ok(Some(stored)) => stored.meta.handshake,
+        Ok(None) => return,
+        Err(err) => {
+            tracing::warn!(session = %short(&handle.id), "{err}; other replicas' upstreams of the session were not told it initialized");
+            return;
+        }
+    };
+    if handshake.initialized {
+        // Recorded already: every replica that started the upstream since replayed it.
+        return;
+    }
+    handshake.initialized = true;
+    if let Err(err) = fanout.announce(&handle.id, &handshake).await {
+        tracing::warn!(session = %short(&handle.id), "{err}; other replicas' upstreams of the session were not told it initialized");
+    }
+}
+
 fn store_reject(err: StoreError) -> Reject {
     Reject::unavailable(format!("Service Unavailable: {err}"))
 }

@@ -48,6 +48,7 @@ mod shared;
 mod upstream_end;
 
 pub(crate) use client_end::ClientEnd;
+pub(crate) use shared::log_id;
 pub(crate) use upstream_end::UpstreamEnd;
 
 use crate::exchange::{Handshake, IdMap, Waiting, swap_progress_token};
