@@ -20,8 +20,10 @@ Runs when `MCP_HTTP_PROXY` names the mcpctl binary.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,7 +38,7 @@ if not HTTP:
 import anyio  # noqa: E402
 import httpx2  # noqa: E402
 import mcp_types as types  # noqa: E402
-from conftest import READ_TIMEOUT, SERVER_JS, ServedProcess, free_port, text_of  # noqa: E402
+from conftest import FIXTURES, READ_TIMEOUT, SERVER_JS, ServedProcess, free_port, text_of  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
@@ -252,3 +254,51 @@ async def test_an_answer_for_a_replica_that_died_is_refused_naming_it(tmp_path: 
         tag = asked["id"].split(":")[1]
         assert f"the replica {tag} that sent request" in error["message"], error
         assert "has stopped" in error["message"], error
+
+
+async def test_log_lines_name_a_session_by_its_derived_id_never_by_its_session_id(tmp_path: Path) -> None:
+    with group_over_http_upstream(tmp_path) as group:
+        first, second = group.urls()[0], group.urls()[1]
+        async with httpx2.AsyncClient(timeout=READ_TIMEOUT) as http:
+            headers = await start_session(http, first, {})
+            # Restored on the second replica, which logs it (info).
+            listed = await http.post(second, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+            assert listed.status_code == 200, listed.text
+        sid = headers["mcp-session-id"]
+        derived = "http-" + hashlib.sha256(sid.encode()).hexdigest()[:24]
+        logs = group.stderr()
+        assert f"session={derived}" in logs, logs
+        # Neither the header's value nor a part of it (the credential on this front).
+        assert sid[:8] not in logs, logs
+
+
+async def test_a_client_cancelling_a_server_request_through_another_replica_reaches_the_upstream_that_asked(
+        tmp_path: Path) -> None:
+    received = tmp_path / "received.jsonl"
+    script = FIXTURES / "scripted_upstream.py"
+    server = (f"scripted:  command: {sys.executable}\n  args: [\"{script}\"]\n"
+              f"  env:\n    SCRIPTED_LOG: \"{received}\"")
+    with replicas(tmp_path, "passthrough", server) as group:
+        first, second, third = group.urls()
+        async with httpx2.AsyncClient(timeout=READ_TIMEOUT) as http:
+            headers = await start_session(http, first, {"sampling": {}})
+            ask = {"jsonrpc": "2.0", "id": 7, "method": "ask", "params": {"q": "withdrawn"}}
+            with anyio.fail_after(READ_TIMEOUT):
+                async with http.stream("POST", second, headers=headers, json=ask) as response:
+                    _, asked = await Sse(response).next()
+                    assert asked["method"] == "custom/question", asked
+                    assert str(asked["id"]).startswith("mcpm:"), asked
+                    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                              "params": {"requestId": asked["id"], "reason": "the user withdrew it"}}
+                    posted = await http.post(third, headers=headers, json=cancel)
+                    assert posted.status_code == 202, posted.text
+                    # The second replica's upstream gets it under the id it gave its request.
+                    while True:
+                        lines = received.read_text(encoding="utf-8").splitlines() if received.exists() else []
+                        entries = [json.loads(line) for line in lines]
+                        (sent,) = [e["id"] for e in entries if e["method"] == "ask"]
+                        cancels = [e for e in entries if e["method"] == "notifications/cancelled"]
+                        if cancels:
+                            break
+                        await anyio.sleep(0.05)
+        assert [c["requestId"] for c in cancels] == [f"q-{sent}"], (entries, group.stderr())

@@ -930,6 +930,14 @@ impl Session {
                     return;
                 }
                 let Some((uid, _)) = self.pending.remove_by_peer(request_id.as_str()) else {
+                    // Or one the upstream sent the client (its answer will not come): the
+                    // upstream is told under its own id (`shared`).
+                    if let Some(upstream_id) = self.withdraw_upstream_request(&request_id) {
+                        let new_params = rewrite(upstream_id);
+                        let out = splice(line, &[(range_in(line, params), new_params.as_str())]);
+                        self.send_upstream(out);
+                        return;
+                    }
                     tracing::debug!(%request_id, "client cancelled a request that is not pending");
                     return;
                 };

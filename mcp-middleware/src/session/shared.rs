@@ -159,6 +159,20 @@ impl Session {
         }
     }
 
+    /// The client cancelled request `did` (its id as the client saw it, once a replica's
+    /// tag is taken off: `http::shared_streams::cancelled`), one the upstream had sent it: it
+    /// is forgotten, and its id upstream returned for the cancellation to name. `None` when no
+    /// such request of the upstream's is pending, or a hook sent it (the hook's wait ends
+    /// with the client's cancellation).
+    pub(super) fn withdraw_upstream_request(&mut self, did: &str) -> Option<serde_json::Value> {
+        let did = did.parse::<u64>().ok()?;
+        let request = self.upstream_requests.remove(did)?;
+        if request.hook.is_some() {
+            return None;
+        }
+        serde_json::from_str(&request.upstream_id).ok()
+    }
+
     /// The session's scope (its model states), for the shared store to save and load.
     pub(crate) fn scope(&self) -> Arc<SessionScope> {
         self.scope.clone()
