@@ -302,3 +302,54 @@ async def test_a_client_cancelling_a_server_request_through_another_replica_reac
                             break
                         await anyio.sleep(0.05)
         assert [c["requestId"] for c in cancels] == [f"q-{sent}"], (entries, group.stderr())
+
+
+async def test_an_upstream_withdrawing_its_request_tells_the_client_under_the_tagged_id(tmp_path: Path) -> None:
+    script = FIXTURES / "scripted_upstream.py"
+    server = f"scripted:  command: {sys.executable}\n  args: [\"{script}\"]"
+    with replicas(tmp_path, "passthrough", server) as group:
+        first, second, _ = group.urls()
+        async with httpx2.AsyncClient(timeout=READ_TIMEOUT) as http:
+            headers = await start_session(http, first, {"sampling": {}})
+            call = {"jsonrpc": "2.0", "id": 8, "method": "ask_withdrawn"}
+            with anyio.fail_after(READ_TIMEOUT):
+                async with http.stream("POST", second, headers=headers, json=call) as response:
+                    events = Sse(response)
+                    seen = [(await events.next())[1] for _ in range(3)]
+        asked, withdrawn, answered = seen
+        assert asked["method"] == "custom/question" and str(asked["id"]).startswith("mcpm:"), seen
+        assert withdrawn["method"] == "notifications/cancelled", seen
+        assert withdrawn["params"]["requestId"] == asked["id"], seen
+        assert answered["id"] == 8 and answered["result"] == {"withdrawn": True}, seen
+
+
+async def test_initialized_through_another_replica_reaches_each_upstream_once(tmp_path: Path) -> None:
+    script = FIXTURES / "scripted_upstream.py"
+    server = f"scripted:  command: {sys.executable}\n  args: [\"{script}\"]"
+    with replicas(tmp_path, "passthrough", server) as group:
+        urls = group.urls()
+        async with httpx2.AsyncClient(timeout=READ_TIMEOUT) as http:
+            init = await http.post(urls[0], headers=ACCEPT, json={
+                "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": PROTOCOL, "capabilities": {},
+                           "clientInfo": {"name": "replica-events", "version": "1.0.0"}}})
+            assert init.status_code == 200, init.text
+            headers = {**ACCEPT, "mcp-session-id": init.headers["mcp-session-id"],
+                       "mcp-protocol-version": PROTOCOL}
+            # To the second replica, which restores the session for it.
+            note = await http.post(urls[1], headers=headers,
+                                   json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+            assert note.status_code == 202, note.text
+            seen = []
+            for n, url in enumerate([*urls, urls[0]]):
+                request = {"jsonrpc": "2.0", "id": 10 + n, "method": "state"}
+                async with http.stream("POST", url, headers=headers, json=request) as response:
+                    assert response.status_code == 200
+                    if response.headers["content-type"].startswith("text/event-stream"):
+                        _, answer = await Sse(response).next()
+                    else:
+                        answer = json.loads(await response.aread())
+                seen.append(answer["result"])
+        # Each replica's upstream (the creator's too) was told exactly once; three processes.
+        assert [s["initialized"] for s in seen] == [1, 1, 1, 1], (seen, group.stderr())
+        assert len({s["pid"] for s in seen}) == 3, seen

@@ -963,6 +963,11 @@ impl Session {
                 let new_params = rewrite(token);
                 splice(line, &[(range_in(line, params), new_params.as_str())])
             }
+            "notifications/initialized" if self.started_elsewhere && self.handshake.initialized => {
+                // A session restored from the shared store replayed it (`shared`): its
+                // upstream is told once.
+                return;
+            }
             _ => {
                 self.handshake.remember_notification(method);
                 if let Some(queued) = self.upstream_backlog() {
