@@ -248,6 +248,9 @@ impl Registry {
         identity: &Identity,
     ) -> Result<Option<Arc<SessionHandle>>, Reject> {
         if let Some(handle) = self.find(id, identity) {
+            // Seen now, before the store's round trip: the reaper must not end this replica's
+            // copy of a session whose request is on its way.
+            handle.touch();
             if let Some(sync) = &handle.sync {
                 match sync.refresh().await.map_err(store_reject)? {
                     Presence::Live => {}
@@ -257,7 +260,11 @@ impl Registry {
                     }
                 }
             }
-            return Ok(Some(handle));
+            // A shared session's copy here ended meanwhile (it had idled out): the session
+            // lives on in the store, restored below, instead of failing the request.
+            if handle.is_open() || self.store.is_none() {
+                return Ok(Some(handle));
+            }
         }
         let Some(store) = &self.store else {
             return Ok(None);
