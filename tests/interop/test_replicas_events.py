@@ -20,8 +20,10 @@ Runs when `MCP_HTTP_PROXY` names the mcpctl binary.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,7 +38,7 @@ if not HTTP:
 import anyio  # noqa: E402
 import httpx2  # noqa: E402
 import mcp_types as types  # noqa: E402
-from conftest import READ_TIMEOUT, SERVER_JS, ServedProcess, free_port, text_of  # noqa: E402
+from conftest import FIXTURES, READ_TIMEOUT, SERVER_JS, ServedProcess, free_port, text_of  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
@@ -198,15 +200,20 @@ async def test_a_sampling_request_answered_through_another_replica_reaches_the_u
         async with Client(streamable_http_client(group.url), mode="legacy", read_timeout_seconds=READ_TIMEOUT,
                           client_info=types.Implementation(name="replica-events", version="1.0.0"),
                           sampling_callback=sample, cache=None) as c:
-            # The replica that created the session never passes the client's
-            # `notifications/initialized` to its upstream when the balancer sends it elsewhere,
-            # and the reference server only offers its sampling tool once initialized; the
-            # replicas that restored the session replayed the whole handshake. So the calls
-            # go to those two.
+            # Every replica stays up: the client's `notifications/initialized` went to another
+            # replica than the one that created the session, and the creator's upstream (the
+            # reference server only offers its sampling tool once initialized) must have
+            # learned it through the handshake fan-out.
             (creator,) = [i for i, line, body in group.balancer.requests if b'"method":"initialize"' in body]
-            kill(group, creator)
+            with anyio.fail_after(READ_TIMEOUT):
+                # The client posts it in the background once `initialize` is answered.
+                while not (noted := [i for i, line, body in group.balancer.requests
+                                     if b"notifications/initialized" in body]):
+                    await anyio.sleep(0.01)
+            assert noted[0] != creator, (creator, group.balancer.requests)
             crossed: list[str] = []
-            for n in range(4):
+            called: set[int] = set()
+            for n in range(6):
                 mark = len(group.balancer.requests)
                 with anyio.fail_after(READ_TIMEOUT):
                     result = await c.call_tool("trigger-sampling-request", {"prompt": f"round {n}"})
@@ -214,13 +221,16 @@ async def test_a_sampling_request_answered_through_another_replica_reaches_the_u
                 assert "answered across replicas" in text_of(result.content[0]), result
                 posts = [(i, body) for i, line, body in group.balancer.requests[mark:] if line.startswith("POST")]
                 (call,) = [i for i, body in posts if b"trigger-sampling-request" in body]
+                called.add(call)
                 (answer,) = [(i, json.loads(body)) for i, body in posts if b'"result"' in body and b"model" in body]
                 assert answer[1]["id"].startswith("mcpm:"), answer
                 if answer[0] != call:
                     crossed.append(answer[1]["id"])
-            # Round robin over the two live replicas: some answers went to the other one.
+            # Round robin over the three replicas: the creator served a call, and some answers
+            # went to another replica than the one that asked.
+            assert creator in called, (creator, called, group.balancer.requests)
             assert crossed, ("every answer went to the replica that asked", group.balancer.requests)
-        assert asked == [f"Resource trigger-sampling-request context: round {n}" for n in range(4)], asked
+        assert asked == [f"Resource trigger-sampling-request context: round {n}" for n in range(6)], asked
 
 
 async def test_an_answer_for_a_replica_that_died_is_refused_naming_it(tmp_path: Path) -> None:
@@ -244,3 +254,102 @@ async def test_an_answer_for_a_replica_that_died_is_refused_naming_it(tmp_path: 
         tag = asked["id"].split(":")[1]
         assert f"the replica {tag} that sent request" in error["message"], error
         assert "has stopped" in error["message"], error
+
+
+async def test_log_lines_name_a_session_by_its_derived_id_never_by_its_session_id(tmp_path: Path) -> None:
+    with group_over_http_upstream(tmp_path) as group:
+        first, second = group.urls()[0], group.urls()[1]
+        async with httpx2.AsyncClient(timeout=READ_TIMEOUT) as http:
+            headers = await start_session(http, first, {})
+            # Restored on the second replica, which logs it (info).
+            listed = await http.post(second, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+            assert listed.status_code == 200, listed.text
+        sid = headers["mcp-session-id"]
+        derived = "http-" + hashlib.sha256(sid.encode()).hexdigest()[:24]
+        logs = group.stderr()
+        assert f"session={derived}" in logs, logs
+        # Neither the header's value nor a part of it (the credential on this front).
+        assert sid[:8] not in logs, logs
+
+
+async def test_a_client_cancelling_a_server_request_through_another_replica_reaches_the_upstream_that_asked(
+        tmp_path: Path) -> None:
+    received = tmp_path / "received.jsonl"
+    script = FIXTURES / "scripted_upstream.py"
+    server = (f"scripted:  command: {sys.executable}\n  args: [\"{script}\"]\n"
+              f"  env:\n    SCRIPTED_LOG: \"{received}\"")
+    with replicas(tmp_path, "passthrough", server) as group:
+        first, second, third = group.urls()
+        async with httpx2.AsyncClient(timeout=READ_TIMEOUT) as http:
+            headers = await start_session(http, first, {"sampling": {}})
+            ask = {"jsonrpc": "2.0", "id": 7, "method": "ask", "params": {"q": "withdrawn"}}
+            with anyio.fail_after(READ_TIMEOUT):
+                async with http.stream("POST", second, headers=headers, json=ask) as response:
+                    _, asked = await Sse(response).next()
+                    assert asked["method"] == "custom/question", asked
+                    assert str(asked["id"]).startswith("mcpm:"), asked
+                    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                              "params": {"requestId": asked["id"], "reason": "the user withdrew it"}}
+                    posted = await http.post(third, headers=headers, json=cancel)
+                    assert posted.status_code == 202, posted.text
+                    # The second replica's upstream gets it under the id it gave its request.
+                    while True:
+                        lines = received.read_text(encoding="utf-8").splitlines() if received.exists() else []
+                        entries = [json.loads(line) for line in lines]
+                        (sent,) = [e["id"] for e in entries if e["method"] == "ask"]
+                        cancels = [e for e in entries if e["method"] == "notifications/cancelled"]
+                        if cancels:
+                            break
+                        await anyio.sleep(0.05)
+        assert [c["requestId"] for c in cancels] == [f"q-{sent}"], (entries, group.stderr())
+
+
+async def test_an_upstream_withdrawing_its_request_tells_the_client_under_the_tagged_id(tmp_path: Path) -> None:
+    script = FIXTURES / "scripted_upstream.py"
+    server = f"scripted:  command: {sys.executable}\n  args: [\"{script}\"]"
+    with replicas(tmp_path, "passthrough", server) as group:
+        first, second, _ = group.urls()
+        async with httpx2.AsyncClient(timeout=READ_TIMEOUT) as http:
+            headers = await start_session(http, first, {"sampling": {}})
+            call = {"jsonrpc": "2.0", "id": 8, "method": "ask_withdrawn"}
+            with anyio.fail_after(READ_TIMEOUT):
+                async with http.stream("POST", second, headers=headers, json=call) as response:
+                    events = Sse(response)
+                    seen = [(await events.next())[1] for _ in range(3)]
+        asked, withdrawn, answered = seen
+        assert asked["method"] == "custom/question" and str(asked["id"]).startswith("mcpm:"), seen
+        assert withdrawn["method"] == "notifications/cancelled", seen
+        assert withdrawn["params"]["requestId"] == asked["id"], seen
+        assert answered["id"] == 8 and answered["result"] == {"withdrawn": True}, seen
+
+
+async def test_initialized_through_another_replica_reaches_each_upstream_once(tmp_path: Path) -> None:
+    script = FIXTURES / "scripted_upstream.py"
+    server = f"scripted:  command: {sys.executable}\n  args: [\"{script}\"]"
+    with replicas(tmp_path, "passthrough", server) as group:
+        urls = group.urls()
+        async with httpx2.AsyncClient(timeout=READ_TIMEOUT) as http:
+            init = await http.post(urls[0], headers=ACCEPT, json={
+                "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": PROTOCOL, "capabilities": {},
+                           "clientInfo": {"name": "replica-events", "version": "1.0.0"}}})
+            assert init.status_code == 200, init.text
+            headers = {**ACCEPT, "mcp-session-id": init.headers["mcp-session-id"],
+                       "mcp-protocol-version": PROTOCOL}
+            # To the second replica, which restores the session for it.
+            note = await http.post(urls[1], headers=headers,
+                                   json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+            assert note.status_code == 202, note.text
+            seen = []
+            for n, url in enumerate([*urls, urls[0]]):
+                request = {"jsonrpc": "2.0", "id": 10 + n, "method": "state"}
+                async with http.stream("POST", url, headers=headers, json=request) as response:
+                    assert response.status_code == 200
+                    if response.headers["content-type"].startswith("text/event-stream"):
+                        _, answer = await Sse(response).next()
+                    else:
+                        answer = json.loads(await response.aread())
+                seen.append(answer["result"])
+        # Each replica's upstream (the creator's too) was told exactly once; three processes.
+        assert [s["initialized"] for s in seen] == [1, 1, 1, 1], (seen, group.stderr())
+        assert len({s["pid"] for s in seen}) == 3, seen

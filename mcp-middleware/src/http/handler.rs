@@ -268,7 +268,18 @@ async fn post(
             {
                 streams.cancelled_by_client(&request_id);
             }
+            // With a shared store, one of a server request's, for the replica that asked.
+            if method == "notifications/cancelled"
+                && super::shared_streams::cancelled(registry, &handle, &line, params).await?
+            {
+                return Ok(accepted());
+            }
+            let initialized = method == "notifications/initialized";
             handle.send(line).await?;
+            if initialized {
+                // With a shared store, the session's upstreams on other replicas learn it too.
+                super::shared_streams::initialized(registry, &handle).await;
+            }
             Ok(accepted())
         }
         Message::Result { .. } | Message::Error { .. } => {

@@ -183,6 +183,11 @@ impl Registry {
         &self.options
     }
 
+    /// The shared store, if one is configured.
+    pub(crate) fn shared_store(&self) -> Option<&SharedStore> {
+        self.store.as_ref()
+    }
+
     /// The shared event log, with a shared store.
     pub(crate) fn event_log(&self) -> Option<Arc<dyn EventLog>> {
         self.store.as_ref().map(|store| store.events.clone())
@@ -243,6 +248,9 @@ impl Registry {
         identity: &Identity,
     ) -> Result<Option<Arc<SessionHandle>>, Reject> {
         if let Some(handle) = self.find(id, identity) {
+            // Seen now, before the store's round trip: the reaper must not end this replica's
+            // copy of a session whose request is on its way.
+            handle.touch();
             if let Some(sync) = &handle.sync {
                 match sync.refresh().await.map_err(store_reject)? {
                     Presence::Live => {}
@@ -252,7 +260,11 @@ impl Registry {
                     }
                 }
             }
-            return Ok(Some(handle));
+            // A shared session's copy here ended meanwhile (it had idled out): the session
+            // lives on in the store, restored below, instead of failing the request.
+            if handle.is_open() || self.store.is_none() {
+                return Ok(Some(handle));
+            }
         }
         let Some(store) = &self.store else {
             return Ok(None);
@@ -932,9 +944,10 @@ fn new_session_id() -> Result<String, Reject> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// The start of a session id, enough to tell sessions apart in logs without giving the id away.
-pub(crate) fn short(id: &str) -> &str {
-    id.get(..8).unwrap_or(id)
+/// How log lines name session `id`: the derived id its hooks and traces show
+/// (`crate::session::log_id`), never a part of the `Mcp-Session-Id`.
+pub(crate) fn short(id: &str) -> String {
+    crate::session::log_id(id)
 }
 
 /// One open HTTP session as an operator sees it (the admin API's `GET /api/sessions`).
@@ -1104,6 +1117,18 @@ impl std::fmt::Debug for Sessions {
 }
 
 impl Sessions {
+    /// How logs, hooks and traces name the session whose `Mcp-Session-Id` is `id`: `http-` and
+    /// 24 hex digits of its SHA-256, the same on every replica and not the id itself (the
+    /// credential on an unauthenticated front).
+    ///
+    /// ```
+    /// let named = mcp_middleware::http::Sessions::log_id("0123456789abcdef0123456789abcdef");
+    /// assert!(named.starts_with("http-") && !named.contains("01234567"));
+    /// ```
+    pub fn log_id(id: &str) -> String {
+        crate::session::log_id(id)
+    }
+
     /// Every open session.
     pub fn list(&self) -> Vec<SessionSummary> {
         self.0.summaries()

@@ -252,6 +252,58 @@ pub(crate) async fn answer(
     .with_id(Some(&id)))
 }
 
+/// A client's `notifications/cancelled` whose `requestId` is a tagged server request's
+/// (`relay`): like an answer, it goes with the original id to the replica whose upstream asked
+/// (this one, or through the store the one the tag names), and `true` is returned. `false`
+/// (nothing done) for any other cancellation. A cancellation for a replica that has stopped
+/// is dropped: its request went with it.
+pub(crate) async fn cancelled(
+    registry: &Registry,
+    handle: &SessionHandle,
+    line: &str,
+    params: Option<&str>,
+) -> Result<bool, Reject> {
+    let Some(log) = registry.event_log() else {
+        return Ok(false);
+    };
+    let Some(params) = params else {
+        return Ok(false);
+    };
+    let Ok(mut map) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(params)
+    else {
+        return Ok(false);
+    };
+    let Some((replica, original)) = map
+        .get("requestId")
+        .map(serde_json::Value::to_string)
+        .and_then(|id| relay::decode(&id))
+    else {
+        return Ok(false);
+    };
+    let Ok(original_value) = serde_json::from_str::<serde_json::Value>(&original) else {
+        return Ok(false);
+    };
+    map.insert("requestId".into(), original_value);
+    let Ok(new_params) = serde_json::to_string(&map) else {
+        return Ok(false);
+    };
+    let restored = splice(line, &[(range_in(line, params), new_params.as_str())]);
+    if replica == log.replica() {
+        handle.send(restored).await?;
+        return Ok(true);
+    }
+    if log
+        .relay(replica, &handle.id, &restored)
+        .await
+        .map_err(store_reject)?
+    {
+        handle.touch();
+    } else {
+        tracing::debug!(session = %short(&handle.id), %replica, "dropped a cancellation for a stopped replica's request");
+    }
+    Ok(true)
+}
+
 /// Takes the answers other replicas relay here into the sessions they belong to, for as long
 /// as the registry lives.
 pub(crate) fn listen_for_answers(registry: &Arc<Registry>) {
@@ -275,6 +327,42 @@ pub(crate) fn listen_for_answers(registry: &Arc<Registry>) {
         }
         true
     }));
+}
+
+/// The client sent `notifications/initialized` to this replica (already handed to `handle`'s
+/// session): tells the other replicas running the session's upstream, the one that created it
+/// above all, before the client gets its `202`, so that each tells its own upstream at once
+/// and once (`Session::take_handshake`), before the client's next request can reach it. The
+/// announcement carries the stored handshake with `initialized` set. Nothing to do without a
+/// shared store's fan-out, or for a stateless session; a store that fails is logged (a replica
+/// that starts the upstream later replays the whole handshake).
+pub(crate) async fn initialized(registry: &Registry, handle: &SessionHandle) {
+    let Some(store) = registry.shared_store() else {
+        return;
+    };
+    let Some(fanout) = &store.fanout else {
+        return;
+    };
+    if handle.id.starts_with("stateless:") {
+        return;
+    }
+    let ttl = registry.options().idle_timeout;
+    let mut handshake = match store.backend.load(&handle.id, ttl).await {
+        Ok(Some(stored)) => stored.meta.handshake,
+        Ok(None) => return,
+        Err(err) => {
+            tracing::warn!(session = %short(&handle.id), "{err}; other replicas' upstreams of the session were not told it initialized");
+            return;
+        }
+    };
+    if handshake.initialized {
+        // Recorded already: every replica that started the upstream since replayed it.
+        return;
+    }
+    handshake.initialized = true;
+    if let Err(err) = fanout.announce(&handle.id, &handshake).await {
+        tracing::warn!(session = %short(&handle.id), "{err}; other replicas' upstreams of the session were not told it initialized");
+    }
 }
 
 fn store_reject(err: StoreError) -> Reject {

@@ -52,6 +52,7 @@ mod upstream_end;
 mod upstream_state;
 
 pub(crate) use client_end::ClientEnd;
+pub(crate) use shared::log_id;
 pub(crate) use upstream_end::UpstreamEnd;
 use upstream_state::UpstreamState;
 
@@ -891,6 +892,14 @@ impl Session {
                     return;
                 }
                 let Some((uid, _)) = self.pending.remove_by_peer(request_id.as_str()) else {
+                    // Or one the upstream sent the client (its answer will not come): the
+                    // upstream is told under its own id (`shared`).
+                    if let Some(upstream_id) = self.withdraw_upstream_request(&request_id) {
+                        let new_params = rewrite(upstream_id);
+                        let out = splice(line, &[(range_in(line, params), new_params.as_str())]);
+                        self.send_upstream(out);
+                        return;
+                    }
                     tracing::debug!(%request_id, "client cancelled a request that is not pending");
                     return;
                 };
@@ -915,6 +924,11 @@ impl Session {
                 let token: Value = serde_json::from_str(upstream_token).unwrap_or(Value::Null);
                 let new_params = rewrite(token);
                 splice(line, &[(range_in(line, params), new_params.as_str())])
+            }
+            "notifications/initialized" if self.started_elsewhere && self.handshake.initialized => {
+                // A session restored from the shared store replayed it (`shared`): its
+                // upstream is told once.
+                return;
             }
             _ => {
                 self.handshake.remember_notification(method);

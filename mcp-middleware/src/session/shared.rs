@@ -44,7 +44,9 @@ impl Session {
         let Some(params) = handshake.initialize else {
             return Ok(session);
         };
-        // A client that sends a request to this replica has finished its handshake.
+        // A client that sends a request to this replica has finished its handshake (the
+        // stored record may not say so yet: `notifications/initialized` may be what is being
+        // sent here).
         session.handshake.initialized = true;
         session.handshake.initialize = Some(params.clone());
         let UpstreamState::Up(link) = std::mem::replace(
@@ -94,6 +96,22 @@ impl Session {
     /// (this replica replayed the same one). Nothing is announced again, so two replicas never
     /// echo one change back and forth.
     pub(crate) fn take_handshake(&mut self, record: HandshakeRecord) {
+        // The client initialized through another replica: this replica's upstream, started
+        // for the session's `initialize`, is told once. One being started gets it with its
+        // replay (`after_initialize`), one not running when it starts.
+        let initialized_elsewhere = record.initialized
+            && !self.handshake.initialized
+            && self.handshake.initialize.is_some();
+        if initialized_elsewhere {
+            self.handshake
+                .remember_notification("notifications/initialized");
+            if matches!(self.upstream, UpstreamState::Up(_)) {
+                tracing::debug!(
+                    "the client initialized through another replica; telling this replica's upstream"
+                );
+                self.send_upstream(jsonrpc::notification("notifications/initialized", None));
+            }
+        }
         let level = (record.log_level != self.handshake.log_level)
             .then(|| record.log_level.clone())
             .flatten();
@@ -141,6 +159,20 @@ impl Session {
         }
     }
 
+    /// The client cancelled request `did` (its id as the client saw it, once a replica's
+    /// tag is taken off: `http::shared_streams::cancelled`), one the upstream had sent it: it
+    /// is forgotten, and its id upstream returned for the cancellation to name. `None` when no
+    /// such request of the upstream's is pending, or a hook sent it (the hook's wait ends
+    /// with the client's cancellation).
+    pub(super) fn withdraw_upstream_request(&mut self, did: &str) -> Option<serde_json::Value> {
+        let did = did.parse::<u64>().ok()?;
+        let request = self.upstream_requests.remove(did)?;
+        if request.hook.is_some() {
+            return None;
+        }
+        serde_json::from_str(&request.upstream_id).ok()
+    }
+
     /// The session's scope (its model states), for the shared store to save and load.
     pub(crate) fn scope(&self) -> Arc<SessionScope> {
         self.scope.clone()
@@ -174,6 +206,7 @@ impl Session {
             initialize: self.handshake.initialize.clone(),
             log_level: self.handshake.log_level.clone(),
             subscriptions: self.handshake.subscriptions.clone(),
+            initialized: self.handshake.initialized,
         }
     }
 }
@@ -193,9 +226,28 @@ pub(crate) fn stable_id(mcp_session_id: &str) -> String {
     id
 }
 
+/// How logs name the session whose store id is `id`: a stateful HTTP session by its
+/// [`stable_id`], the same as its hooks and traces and never the `Mcp-Session-Id` itself (on an
+/// unauthenticated front it is the credential); a stateless session (`stateless:` and a
+/// digest, no credential) by its id.
+pub(crate) fn log_id(id: &str) -> String {
+    if id.starts_with("stateless:") {
+        id.to_owned()
+    } else {
+        stable_id(id)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::stable_id;
+    use super::{log_id, stable_id};
+
+    #[test]
+    fn logs_name_a_session_by_its_stable_id_and_a_stateless_one_by_its_digest() {
+        let id = "0123456789abcdef0123456789abcdef";
+        assert_eq!(log_id(id), stable_id(id));
+        assert_eq!(log_id("stateless:00ff"), "stateless:00ff");
+    }
 
     #[test]
     fn the_stable_id_is_derived_from_the_session_id_and_does_not_contain_it() {

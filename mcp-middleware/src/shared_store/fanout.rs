@@ -8,7 +8,16 @@
 //! level and the subscriptions added or removed (`Session::take_handshake`), so a resource
 //! that changes on any replica's upstream reaches the client, and every upstream logs at the
 //! level the client asked for. A replica that restores the session later replays the stored
-//! record instead. The announcement carries the whole record, so taking it twice changes
+//! record instead.
+//!
+//! The client's `notifications/initialized` travels the same way: the replica it was POSTed
+//! to announces the stored record with `initialized` set before the client gets its `202`
+//! (`http::shared_streams::initialized`), and each replica whose upstream has not been told
+//! tells it once; one that starts the upstream later replays it with the handshake. The
+//! client's next request may still reach a replica before the announcement does (pub/sub is
+//! not awaited by the subscribers): that request then goes to an upstream not yet told.
+//!
+//! The announcement carries the whole record, so taking it twice changes
 //! nothing; a replica ignores its own announcements and does not announce what it took (no
 //! echo between replicas). Two replicas whose clients change the same session's handshake at
 //! the same moment may each end with the other's change: the client's later request settles it.

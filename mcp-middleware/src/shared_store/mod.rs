@@ -170,6 +170,11 @@ pub(crate) struct HandshakeRecord {
     pub(crate) log_level: Option<String>,
     /// Resources the client subscribed to.
     pub(crate) subscriptions: BTreeSet<String>,
+    /// Whether the client sent `notifications/initialized` (to any replica): a replica that
+    /// runs the session's upstream and has not told it yet does so when it hears this
+    /// (`fanout`). Absent in records written before it existed.
+    #[serde(default)]
+    pub(crate) initialized: bool,
 }
 
 /// A session as read from the store.

@@ -437,9 +437,9 @@ pub(crate) async fn with_documents(
     Ok(stored)
 }
 
-/// The start of a session id, for logs.
-fn short(id: &str) -> &str {
-    id.get(..8).unwrap_or(id)
+/// How logs name session `id` (`crate::session::log_id`).
+fn short(id: &str) -> String {
+    crate::session::log_id(id)
 }
 
 /// The models of `chain` whose `State` a shared store cannot carry (not serde), by name.

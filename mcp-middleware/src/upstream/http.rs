@@ -206,6 +206,14 @@ impl HttpUpstream {
                     {
                         continue;
                     }
+                    // Posted before anything after it: a server may refuse (or list other
+                    // tools for) a request that overtakes it.
+                    Ok(Message::Notification { method, .. })
+                        if method == "notifications/initialized" =>
+                    {
+                        client.clone().deliver_now(line).await;
+                        continue;
+                    }
                     _ => None,
                 };
                 let client = client.clone();

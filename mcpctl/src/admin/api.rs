@@ -300,7 +300,7 @@ pub(crate) fn end_session(state: &AdminState, id: &str, by: &str) -> Response<Bo
         .sessions
         .end(id, "the session was ended by an administrator")
     {
-        tracing::info!(session = %id.get(..8).unwrap_or(id), admin = by, "session ended by an administrator");
+        tracing::info!(session = %mcp_middleware::http::Sessions::log_id(id), admin = by, "session ended by an administrator");
         ok(json!({"ended": id}))
     } else {
         error(StatusCode::NOT_FOUND, format!("no open session `{id}`"))
