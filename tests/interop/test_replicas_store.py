@@ -168,14 +168,17 @@ async def test_a_request_that_changes_no_state_costs_one_store_round_trip(tmp_pa
             calls = command_calls(group.redis)
             calls.pop("config|resetstat", None)
             calls.pop("info", None)
-            # One script call per request (the TTL renewal, reading the states' version); what
-            # it runs inside (HMGET, PEXPIRE) is counted too, and nothing is written.
+            # One script call per request, reading the TTL left and the states' version (what
+            # it runs inside is counted too): the TTL, fresh, is not renewed, so it writes
+            # nothing (no PEXPIRE of the session, no quota entry renewed).
             assert calls.pop("evalsha") == 9, calls
+            assert calls.pop("pttl") == 9 and calls.pop("hget") == 9, calls
             # Each answer is also stored in the shared SSE event log before it is sent (one
-            # MULTI/EXEC and its PUBLISH per event; test_replicas_events.py): not a state write.
-            events = {name: calls.pop(name, 0) for name in ("multi", "exec", "rpush", "ltrim", "publish")}
-            assert events["exec"] <= 9 and events["publish"] <= 9, events
-            assert set(calls) <= {"hmget", "pexpire"}, calls
+            # MULTI/EXEC per answer: RPUSH, PUBLISH, LTRIM and PEXPIRE of its stream's list;
+            # test_replicas_events.py): not a state write.
+            events = {name: calls.pop(name, 0) for name in ("multi", "exec", "rpush", "ltrim", "publish", "pexpire")}
+            assert events["exec"] == 9 and all(n == 9 for n in events.values()), events
+            assert calls == {}, calls
             after = redis_cli(group.redis, "HGET", f"mcpm:{{shared}}:session:{sid}", "v").strip()
             assert after == version, "nothing changed, nothing written"
 
