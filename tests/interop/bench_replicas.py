@@ -13,7 +13,9 @@ call (`INFO commandstats`).
 
 `BENCH_REDIS_FSYNC` picks the Redis persistence: `always` (the default, as the tests run it:
 append-only file, fsync before every write is answered), `everysec` (the append-only file's own
-default) or `no` (no append-only file, Redis's default).
+default) or `no` (no append-only file, Redis's default). `BENCH_UPSTREAM_KEEPALIVE=1` makes the
+upstream answer HTTP/1.1 and keep its connections (by default it is HTTP/1.0, as in the tests: a
+new TCP connection from the proxy for every call, a cost of both paths alike).
 """
 
 from __future__ import annotations
@@ -48,6 +50,18 @@ def cpu_ns(pid: int) -> int:
         except (OSError, ValueError, IndexError):
             pass  # a thread that ended meanwhile
     return total
+
+
+class KeptAliveEcho(EchoUpstream):
+    """`EchoUpstream` over HTTP/1.1 kept-alive connections (every answer has a Content-Length)."""
+
+    def _handler(self):  # type: ignore[no-untyped-def]
+        base = super()._handler()
+
+        class Handler(base):  # type: ignore[valid-type,misc]
+            protocol_version = "HTTP/1.1"
+
+        return Handler
 
 
 class BenchRedis(RedisServer):
@@ -91,7 +105,8 @@ def session(http: httpx2.Client, url: str) -> dict[str, str]:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp, EchoUpstream() as upstream:
+    echo = KeptAliveEcho if os.environ.get("BENCH_UPSTREAM_KEEPALIVE") == "1" else EchoUpstream
+    with tempfile.TemporaryDirectory() as tmp, echo() as upstream:
         root = Path(tmp)
         spec = root / "project.yaml"
         spec.write_text(project_yaml("gate", f"echo:  url: {upstream.url}"), encoding="utf-8")
