@@ -266,10 +266,10 @@ async def test_delete_ends_the_session_on_every_replica_and_no_one_else_may_use_
             for url in group.urls():
                 listed = await raw.post(url, headers=session, json=listing)
                 assert listed.status_code == 200 and "begin_session" in listed.text, listed.text
-            assert group.redis.keys(f"mcpm:shared:session:{sid}") == [f"mcpm:shared:session:{sid}"]
+            assert group.redis.keys(f"mcpm:{{shared}}:session:{sid}") == [f"mcpm:{{shared}}:session:{sid}"]
             ended = await raw.delete(group.urls()[1], headers=session)
             assert ended.status_code == 200, ended.text
-            assert group.redis.keys("mcpm:shared:session:*") == []
+            assert group.redis.keys("mcpm:{shared}:session:*") == []
             for url in group.urls():
                 gone = await raw.post(url, headers=session, json=listing)
                 assert gone.status_code == 404, (url, gone.text)
@@ -297,7 +297,7 @@ async def test_another_principal_gets_404_on_every_replica(tmp_path: Path) -> No
             assert mine.status_code == 200 and "begin_session" in mine.text, mine.text
         # The store holds the principal, never a token.
         dump = subprocess.run(["redis-cli", "-p", str(group.redis.port), "--raw", "HGETALL",
-                               f"mcpm:shared:session:{sid['mcp-session-id']}"], capture_output=True, text=True)
+                               f"mcpm:{{shared}}:session:{sid['mcp-session-id']}"], capture_output=True, text=True)
         assert "alice" in dump.stdout and "alice-token" not in dump.stdout, dump.stdout
 
 

@@ -307,9 +307,9 @@ async def test_a_document_a_replica_cannot_build_is_refused_there_and_its_config
             # A generation this build cannot run (as a replica of another build could publish):
             # every replica refuses it, naming the document, and keeps running what it ran.
             documents = {"projects/fleet.yaml": wrong, "servers/up.yaml": server_doc(group.record)}
-            redis_cli(group.redis, "HSET", "mcpm:fleet:config", "generation", "99",
+            redis_cli(group.redis, "HSET", "mcpm:{fleet}:config", "generation", "99",
                       "documents", json.dumps(documents, sort_keys=True))
-            redis_cli(group.redis, "PUBLISH", "mcpm:fleet:config-changed", "99")
+            redis_cli(group.redis, "PUBLISH", "mcpm:{fleet}:config-changed", "99")
             for replica, mark in zip(group.replicas, marks):
                 refusal = await replica.stderr.wait_for(
                     lambda line: "generation 99 of the shared configuration" in line and "refused" in line,

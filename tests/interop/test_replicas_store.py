@@ -92,8 +92,8 @@ async def test_the_quota_reached_through_two_replicas_refuses_the_next_session_o
             assert ended.status_code == 200, ended.text
             again = await raw.post(third, headers=ACCEPT, json=INITIALIZE)
             assert again.status_code == 200, again.text
-        counted = group.redis.keys("mcpm:shared:quota:*")
-        assert counted == ["mcpm:shared:quota:address:127.0.0.1"], counted
+        counted = group.redis.keys("mcpm:{shared}:quota:*")
+        assert counted == ["mcpm:{shared}:quota:address:127.0.0.1"], counted
         members = redis_cli(group.redis, "ZRANGE", counted[0], "0", "-1").split()
         assert sorted(members) == sorted([sids[1], again.headers["mcp-session-id"]]), members
 
@@ -113,7 +113,7 @@ async def test_an_expired_session_stops_counting_against_the_quota(tmp_path: Pat
             assert refused.status_code == 503, refused.text
             # The record expires with the idle timeout (Redis's TTL): then the place is free.
             with anyio.fail_after(20):
-                while group.redis.keys(f"mcpm:shared:session:{sid}"):
+                while group.redis.keys(f"mcpm:{{shared}}:session:{sid}"):
                     await anyio.sleep(0.2)
             again = await raw.post(second, headers=ACCEPT, json=INITIALIZE)
             assert again.status_code == 200, again.text
@@ -132,7 +132,7 @@ async def test_a_stateless_client_keeps_its_state_whichever_replica_serves_it(tm
             assert only_text(await c.call_tool("echo", {"message": "anywhere"})) == "Echo: anywhere"
             served = [after - b for after, b in zip(group.balancer.served, before)]
             assert all(n >= 1 for n in served), served
-        stored = group.redis.keys("mcpm:shared:session:stateless:*")
+        stored = group.redis.keys("mcpm:{shared}:session:stateless:*")
         assert len(stored) == 1, stored
         state = redis_cli(group.redis, "HGETALL", stored[0])
         assert '"open":true' in state.replace(" ", ""), state
@@ -150,7 +150,7 @@ async def test_a_request_that_changes_no_state_costs_one_store_round_trip(tmp_pa
                      "params": {"name": "begin_session", "arguments": {"intent": "count"}}}
             opened = await raw.post(group.urls()[1], headers=session, json=begin)
             assert opened.status_code == 200 and not data_of(opened.text).get("error"), opened.text
-            version = redis_cli(group.redis, "HGET", f"mcpm:shared:session:{sid}", "v").strip()
+            version = redis_cli(group.redis, "HGET", f"mcpm:{{shared}}:session:{sid}", "v").strip()
 
             async def echo(url: str, n: int) -> None:
                 call = {"jsonrpc": "2.0", "id": 10 + n, "method": "tools/call",
@@ -168,15 +168,18 @@ async def test_a_request_that_changes_no_state_costs_one_store_round_trip(tmp_pa
             calls = command_calls(group.redis)
             calls.pop("config|resetstat", None)
             calls.pop("info", None)
-            # One script call per request (the TTL renewal, reading the states' version); what
-            # it runs inside (HMGET, PEXPIRE) is counted too, and nothing is written.
+            # One script call per request, reading the TTL left and the states' version (what
+            # it runs inside is counted too): the TTL, fresh, is not renewed, so it writes
+            # nothing (no PEXPIRE of the session, no quota entry renewed).
             assert calls.pop("evalsha") == 9, calls
+            assert calls.pop("pttl") == 9 and calls.pop("hget") == 9, calls
             # Each answer is also stored in the shared SSE event log before it is sent (one
-            # MULTI/EXEC and its PUBLISH per event; test_replicas_events.py): not a state write.
-            events = {name: calls.pop(name, 0) for name in ("multi", "exec", "rpush", "ltrim", "publish")}
-            assert events["exec"] <= 9 and events["publish"] <= 9, events
-            assert set(calls) <= {"hmget", "pexpire"}, calls
-            after = redis_cli(group.redis, "HGET", f"mcpm:shared:session:{sid}", "v").strip()
+            # MULTI/EXEC per answer: RPUSH, PUBLISH, LTRIM and PEXPIRE of its stream's list;
+            # test_replicas_events.py): not a state write.
+            events = {name: calls.pop(name, 0) for name in ("multi", "exec", "rpush", "ltrim", "publish", "pexpire")}
+            assert events["exec"] == 9 and all(n == 9 for n in events.values()), events
+            assert calls == {}, calls
+            after = redis_cli(group.redis, "HGET", f"mcpm:{{shared}}:session:{sid}", "v").strip()
             assert after == version, "nothing changed, nothing written"
 
 
@@ -197,7 +200,7 @@ async def test_paged_documents_live_in_fields_of_their_own_and_read_on_every_rep
                 found = NEXT.search(page[at:])
                 if not found:
                     break
-                keys = group.redis.keys("mcpm:shared:session:*")
+                keys = group.redis.keys("mcpm:{shared}:session:*")
                 assert len(keys) == 1, keys
                 sid = keys[0]
                 fields = redis_cli(group.redis, "HKEYS", sid).split()
@@ -248,7 +251,7 @@ async def test_two_replicas_paging_one_session_at_once_keep_both_documents(tmp_p
                 message = data_of(answer.text)
                 assert not message["result"].get("isError"), (message, group.stderr())
                 assert "[page 2 of" in text_of_result(message), message
-        fields = redis_cli(group.redis, "HKEYS", f"mcpm:shared:session:{sid}").split()
+        fields = redis_cli(group.redis, "HKEYS", f"mcpm:{{shared}}:session:{sid}").split()
         assert len([f for f in fields if f.startswith("d:")]) == 2, fields
 
 
@@ -297,7 +300,7 @@ async def test_section_split_sections_read_through_other_replicas(tmp_path: Path
                 assert text_of(read.content[0]).strip(), section
             served = [after - b for after, b in zip(group.balancer.served, before)]
             assert all(n >= 1 for n in served), served
-            keys = group.redis.keys("mcpm:shared:session:*")
+            keys = group.redis.keys("mcpm:{shared}:session:*")
             assert len(keys) == 1, keys
             fields = redis_cli(group.redis, "HKEYS", keys[0]).split()
             assert len([f for f in fields if f.startswith("d:")]) == 1, fields

@@ -603,7 +603,8 @@ impl Registry {
                 };
                 // A stateless session is worth storing from its first answer: it has no
                 // `initialize` to wait for.
-                Some((Arc::new(sync.without_handshake(stateless)), handshake))
+                let sync = sync.without_handshake(stateless).owned_by(owner.as_str());
+                Some((Arc::new(sync), handshake))
             }
             None => None,
         };

@@ -1,5 +1,5 @@
 //! What a session's streams share with the other replicas of a shared store: request-stream
-//! events written to the shared event log before they are sent ([`flush`]), a `Last-Event-ID`
+//! events written to the shared event log as they are sent ([`flush`]), a `Last-Event-ID`
 //! resume of a stream another replica served ([`resume_elsewhere`]), and the client's answers
 //! to server requests another replica's upstream sent ([`answer`], [`listen_for_answers`]).
 //!
@@ -26,9 +26,11 @@ use crate::shared_store::relay::{self, ReplicaTag};
 /// How often a replica following another's stream checks that the other still runs.
 const LIVENESS_EVERY: Duration = Duration::from_millis(500);
 
-/// Writes the events the streams hold back to the shared event log, then sends them. A store
-/// that fails is logged and the events are sent anyway: the client here gets them, only a
-/// resume on another replica would miss them.
+/// Sends the events the streams hold back and writes them to the shared event log, the
+/// client's copy first: the store's round trip is then off the client's path. A resume on
+/// another replica misses nothing for it, since it subscribes to the stream before it reads
+/// the log ([`resume_elsewhere`]), and the next line waits for this write, so the log keeps
+/// the order. A store that fails is logged: only a resume on another replica would miss them.
 pub(crate) async fn flush(
     streams: &Mutex<Streams>,
     log: &dyn EventLog,
@@ -44,11 +46,11 @@ pub(crate) async fn flush(
         return;
     }
     let appended: Vec<_> = held.iter().map(|h| h.appended()).collect();
-    if let Err(err) = log.append(session, &appended, bound, ttl).await {
-        tracing::warn!(session = %short(session), "{err}; events sent without being stored for a resume on another replica");
-    }
     for held in held {
         held.release();
+    }
+    if let Err(err) = log.append(session, &appended, bound, ttl).await {
+        tracing::warn!(session = %short(session), "{err}; events sent without being stored for a resume on another replica");
     }
 }
 

@@ -22,7 +22,7 @@
 //!
 //! With a shared store, request streams are numbered from the replica's tag (so an event id
 //! names the replica that served it), each event of a request stream is written to the shared
-//! event log before it is sent ([`Streams::take_held`]: the router writes, then releases), and
+//! event log as it is sent ([`Streams::take_held`]: the router releases, then writes), and
 //! a server request's id names this replica ([`relay`]) so that its answer, POSTed to any
 //! replica, comes back here.
 //!
@@ -85,7 +85,7 @@ pub(crate) struct Streams {
     /// is attached here (the client may hold it on another replica).
     elsewhere: Option<Elsewhere>,
     /// With a shared store: this replica's tag, and the request streams' events waiting to be
-    /// written to the shared event log before they are sent.
+    /// written to the shared event log as they are sent.
     shared: Option<SharedEvents>,
 }
 

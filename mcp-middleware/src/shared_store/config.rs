@@ -121,8 +121,8 @@ impl SharedConfig {
             connection,
         } = super::connection::open(url, namespace, OP_TIMEOUT)?;
         let config = Self {
-            key: format!("mcpm:{namespace}:config"),
-            channel: format!("mcpm:{namespace}:config-changed"),
+            key: format!("{}config", super::connection::key_prefix(namespace)),
+            channel: format!("{}config-changed", super::connection::key_prefix(namespace)),
             describe,
             client,
             connection,

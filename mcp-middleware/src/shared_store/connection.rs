@@ -47,6 +47,14 @@ pub(super) fn open(url: &str, namespace: &str, timeout: Duration) -> Result<Open
     })
 }
 
+/// The start of every key (and channel) of project `namespace`: `mcpm:{namespace}:`, braces
+/// literal. The braces make the project the keys' Redis Cluster hash tag, so every key one
+/// script or `MULTI` touches is in one slot (a project's data lives on one cluster node;
+/// projects spread over the nodes). `open` refuses a namespace with braces of its own.
+pub(super) fn key_prefix(namespace: &str) -> String {
+    format!("mcpm:{{{namespace}}}:")
+}
+
 /// Why the store named `describe` did not serve an operation.
 pub(super) fn unavailable(describe: &str, reason: impl Into<String>) -> StoreError {
     StoreError::Unavailable {

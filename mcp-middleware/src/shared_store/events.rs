@@ -3,7 +3,7 @@
 //! any replica, a server request another replica's upstream sent.
 //!
 //! - Every event of a resumable request stream is appended to the log (bounded per stream by
-//!   the event store's count, expiring after the idle timeout) before it is sent. A
+//!   the event store's count, expiring after the idle timeout) as it is sent. A
 //!   `Last-Event-ID` naming another replica's stream ([`ReplicaTag::of_stream`]) is served by
 //!   reading the log after that id and then following what is appended later, until the
 //!   stream's response, or until the replica serving it is gone (then the stream ends with an

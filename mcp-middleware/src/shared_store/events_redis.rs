@@ -32,7 +32,7 @@ struct Relayed {
 
 pub(super) struct RedisEvents {
     describe: String,
-    /// `mcpm:{namespace}:`
+    /// `mcpm:{namespace}:`, braces literal (`connection::key_prefix`)
     prefix: String,
     tag: ReplicaTag,
     client: redis::Client,
@@ -48,7 +48,7 @@ impl RedisEvents {
         } = super::connection::open(url, namespace, OP_TIMEOUT)?;
         Ok(Self {
             describe,
-            prefix: format!("mcpm:{namespace}:"),
+            prefix: super::connection::key_prefix(namespace),
             tag,
             client,
             connection,

@@ -25,6 +25,8 @@
 //!
 //! Keys are namespaced per project (`mcpm:{project}:session:{id}`), so one Redis serves several
 //! projects; each key expires after the idle timeout, renewed by every request (a sliding TTL).
+//! The project is the keys' Redis Cluster hash tag (`{project}`, braces literal), so that
+//! every script's keys are in one slot.
 
 #[cfg(feature = "redis")]
 mod config;
@@ -257,10 +259,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
         id: &'a str,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Option<StoredSession>, StoreError>>;
-    /// Renews session `id`'s TTL and returns the version of its states.
+    /// Renews session `id`'s TTL (and its place in `owner`'s quota, when known) and returns
+    /// the version of its states. A renewal may be skipped while the TTL left is at least
+    /// `ttl`, so that a request that changes nothing writes nothing.
     fn touch<'a>(
         &'a self,
         id: &'a str,
+        owner: Option<&'a str>,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Touched, StoreError>>;
     /// Writes session `id`'s meta (creating the session when it is new), renewing its TTL;

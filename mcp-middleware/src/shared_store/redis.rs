@@ -1,11 +1,20 @@
 //! The Redis (or Valkey) backend of the shared store, through the `redis` crate's connection
 //! manager (one multiplexed connection per replica, reconnected when it breaks).
 //!
+//! Every key is `mcpm:{namespace}:...` with the braces literal: the project is the Redis
+//! Cluster hash tag (`connection::key_prefix`), and every key a script touches is passed in
+//! `KEYS` (none is computed inside Lua), so the scripts run on a cluster as on one server.
+//!
 //! A session is one hash, `mcpm:{namespace}:session:{id}`: `meta` (JSON [`SessionMeta`]),
 //! `v` (the states' version), `q` (its owner's quota set), `s:{state type}` (each model
 //! state's skeleton) and `d:{digest}` (each document a skeleton refers to, see
 //! [`DOCUMENTS`](super::DOCUMENTS)): one TTL, one `DEL` and one renewal cover them all. Writes that must
 //! be atomic are Lua scripts: the compare-and-set of states checks `v` and writes in one step.
+//! The session's TTL is set to the idle timeout plus [`SLACK`] and renewed only once less
+//! than the idle timeout is left, so most requests renew nothing: one read-only script call,
+//! no write for Redis to log or replicate, and the session still lives at least the idle
+//! timeout after its last request. Each owner's quota set holds its sessions scored by when
+//! they expire, renewed with them.
 //! Every command is bounded by [`OP_TIMEOUT`]; the connection manager's own connect and
 //! response timeouts are the same, so a store that is down answers "unavailable" within it.
 
@@ -20,26 +29,40 @@ use super::{Backend, Heard, Saved, SessionMeta, StatesWrite, StoreError, StoredS
 /// How long one store operation may take before the request fails.
 const OP_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Renews the TTL and returns the states' version; -2 when the session was ended (KEYS[2]
-/// marks it), -1 when it is missing.
+/// How much longer than the idle timeout a session's keys are kept, as a fraction of it: a
+/// renewal happens at most once per this much of the timeout.
+const SLACK: u32 = 8;
+
+/// Returns the states' version of session KEYS[1], renewing its TTL to ARGV[1] ms (and its
+/// entry ARGV[3] in the quota set KEYS[3], if given) only when less than ARGV[2] ms are left;
+/// -2 when the session was ended (KEYS[2] marks it), -1 when it is missing. The common case
+/// only reads: PTTL and HGET.
 const TOUCH: &str = r"
-if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 1 then
-  local fields = redis.call('HMGET', KEYS[1], 'v', 'q')
-  if fields[2] then redis.call('PEXPIRE', fields[2], ARGV[1]) end
-  return tonumber(fields[1] or '0')
+local left = redis.call('PTTL', KEYS[1])
+if left == -2 then
+  if redis.call('EXISTS', KEYS[2]) == 1 then return -2 end
+  return -1
 end
-if redis.call('EXISTS', KEYS[2]) == 1 then return -2 end
-return -1
+if left < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  if KEYS[3] then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    redis.call('ZADD', KEYS[3], 'XX', now + tonumber(ARGV[1]), ARGV[3])
+    redis.call('PEXPIRE', KEYS[3], ARGV[1])
+  end
+end
+return tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
 ";
 
-/// Removes the session, marks it ended for ARGV[1] ms and tells every replica (channel
-/// KEYS[3], the id ARGV[2]); whether it was there.
+/// Removes the session, its entry in its owner's quota set (KEYS[3], if given: the `q`
+/// field read just before), marks it ended for ARGV[1] ms and tells every replica (channel
+/// ARGV[3], the id ARGV[2]); whether it was there.
 const DELETE: &str = r"
-local quota = redis.call('HGET', KEYS[1], 'q')
-if quota then redis.call('ZREM', quota, ARGV[2]) end
+if KEYS[3] then redis.call('ZREM', KEYS[3], ARGV[2]) end
 local removed = redis.call('DEL', KEYS[1])
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
-redis.call('PUBLISH', KEYS[3], ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[2])
 return removed
 ";
 
@@ -78,41 +101,37 @@ return out
 ";
 
 /// Writes the meta (and `v` = 0 for a new session), the key of the owner's quota set (`q`,
-/// ARGV[3], renewed with the session) and renews the TTL; 0 (nothing written) when the
-/// session was ended.
+/// KEYS[3], for `DELETE`) and renews the TTL to ARGV[2] ms, the session's entry ARGV[3] in
+/// that set (if it has one) with it; 0 (nothing written) when the session was ended.
 const SAVE_META: &str = r"
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'q', ARGV[3])
+redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'q', KEYS[3])
 redis.call('HSETNX', KEYS[1], 'v', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('ZADD', KEYS[3], 'XX', 'CH', now + tonumber(ARGV[2]), ARGV[3]) == 1 then
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
+end
 return 1
 ";
 
-/// Counts owner's sessions in the quota set KEYS[1] and, below the limit ARGV[3], adds
-/// session ARGV[2]: 1 when added (or already there), 0 when the owner is at its limit. A
-/// member counts while its session's record (ARGV[1] .. member) exists, or, claimed but not
-/// yet written, until its score (the claim's expiry, the server's clock) passes; the others
-/// are removed, so entries expire with their session.
+/// Counts owner's sessions in the quota set KEYS[1] and, below the limit ARGV[2], adds
+/// session ARGV[1]: 1 when added (or already there), 0 when the owner is at its limit. Each
+/// member's score is when it expires (the server's clock): the claim's, then its session's,
+/// renewed with the session's TTL (`TOUCH`, `SAVE_META`) and removed by `DELETE`. Expired
+/// members are removed, so entries end with their session.
 const CLAIM: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local members = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-local live = 0
-for i = 1, #members, 2 do
-  local member = members[i]
-  if member == ARGV[2] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[4])
-    return 1
-  end
-  if tonumber(members[i + 1]) > now or redis.call('EXISTS', ARGV[1] .. member) == 1 then
-    live = live + 1
-  else
-    redis.call('ZREM', KEYS[1], member)
-  end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return 1
 end
-if live >= tonumber(ARGV[3]) then return 0 end
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 ";
 
@@ -144,21 +163,22 @@ impl RedisBackend {
             client,
             connection,
         } = super::connection::open(url, namespace, OP_TIMEOUT)?;
+        let project = super::connection::key_prefix(namespace);
         let backend = Self {
             describe,
-            prefix: format!("mcpm:{namespace}:session:"),
-            ended: format!("mcpm:{namespace}:ended:"),
-            quota: format!("mcpm:{namespace}:quota:"),
-            channel: format!("mcpm:{namespace}:ended"),
-            stream_channel: format!("mcpm:{namespace}:stream:"),
+            prefix: format!("{project}session:"),
+            ended: format!("{project}ended:"),
+            quota: format!("{project}quota:"),
+            channel: format!("{project}ended"),
+            stream_channel: format!("{project}stream:"),
             client,
             connection,
-            touch: redis::Script::new(TOUCH),
-            save_states: redis::Script::new(SAVE_STATES),
-            save_meta: redis::Script::new(SAVE_META),
-            delete: redis::Script::new(DELETE),
-            claim: redis::Script::new(CLAIM),
-            load: redis::Script::new(LOAD),
+            touch: script(TOUCH),
+            save_states: script(SAVE_STATES),
+            save_meta: script(SAVE_META),
+            delete: script(DELETE),
+            claim: script(CLAIM),
+            load: script(LOAD),
         };
         backend.ping().await?;
         Ok(backend)
@@ -198,8 +218,24 @@ impl RedisBackend {
     }
 }
 
+/// The script `body`. Under test it starts with `#!lua`, which makes Redis 7 refuse any key
+/// access outside the declared keys' slot even on a one-node cluster (the cluster test's
+/// check); without it, scripts also run on Redis before 7.
+fn script(body: &str) -> redis::Script {
+    if cfg!(test) {
+        redis::Script::new(&format!("#!lua\n{body}"))
+    } else {
+        redis::Script::new(body)
+    }
+}
+
 fn millis(ttl: Duration) -> u64 {
     u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// How long a session's keys are kept when renewed: the idle timeout `ttl` plus [`SLACK`].
+fn kept(ttl: Duration) -> u64 {
+    millis(ttl.saturating_add(ttl / SLACK))
 }
 
 impl Backend for RedisBackend {
@@ -294,7 +330,7 @@ impl Backend for RedisBackend {
     ) -> BoxFuture<'a, Result<Option<StoredSession>, StoreError>> {
         Box::pin(async move {
             let mut invocation = self.load.key(self.key(id));
-            invocation.arg(millis(ttl));
+            invocation.arg(kept(ttl));
             let invocation = &invocation;
             let pairs: Vec<String> = self
                 .bounded(
@@ -337,11 +373,16 @@ impl Backend for RedisBackend {
     fn touch<'a>(
         &'a self,
         id: &'a str,
+        owner: Option<&'a str>,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Touched, StoreError>> {
         Box::pin(async move {
             let mut invocation = self.touch.key(self.key(id));
-            invocation.key(self.ended_key(id)).arg(millis(ttl));
+            invocation.key(self.ended_key(id));
+            if let Some(owner) = owner {
+                invocation.key(self.quota_key(owner));
+            }
+            invocation.arg(kept(ttl)).arg(millis(ttl)).arg(id);
             let invocation = &invocation;
             let version: i64 = self
                 .bounded(
@@ -367,9 +408,10 @@ impl Backend for RedisBackend {
             let mut invocation = self.save_meta.key(self.key(id));
             invocation
                 .key(self.ended_key(id))
+                .key(self.quota_key(&meta.owner))
                 .arg(json)
-                .arg(millis(ttl))
-                .arg(self.quota_key(&meta.owner));
+                .arg(kept(ttl))
+                .arg(id);
             let invocation = &invocation;
             let written: i64 = self
                 .bounded(
@@ -392,7 +434,7 @@ impl Backend for RedisBackend {
             invocation
                 .key(self.ended_key(id))
                 .arg(expected)
-                .arg(millis(ttl))
+                .arg(kept(ttl))
                 .arg(write.states.len() + write.documents.len());
             for (name, json) in write.states {
                 invocation.arg(format!("s:{name}")).arg(json);
@@ -456,11 +498,7 @@ impl Backend for RedisBackend {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let mut invocation = self.claim.key(self.quota_key(owner));
-            invocation
-                .arg(&self.prefix)
-                .arg(id)
-                .arg(limit)
-                .arg(millis(ttl));
+            invocation.arg(id).arg(limit).arg(millis(ttl));
             let invocation = &invocation;
             let claimed: i64 = self
                 .bounded(
@@ -490,12 +528,26 @@ impl Backend for RedisBackend {
 
     fn delete<'a>(&'a self, id: &'a str, ttl: Duration) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
-            let mut invocation = self.delete.key(self.key(id));
-            invocation
-                .key(self.ended_key(id))
-                .key(&self.channel)
-                .arg(millis(ttl))
-                .arg(id);
+            // The quota set's key is in the record: read first, so the script declares it. An
+            // owner never changes, so nothing can change it between the two.
+            let key = self.key(id);
+            let quota: Option<String> = {
+                let key = &key;
+                self.bounded(|mut connection| async move {
+                    redis::cmd("HGET")
+                        .arg(key)
+                        .arg("q")
+                        .query_async(&mut connection)
+                        .await
+                })
+                .await?
+            };
+            let mut invocation = self.delete.key(key);
+            invocation.key(self.ended_key(id));
+            if let Some(quota) = quota {
+                invocation.key(quota);
+            }
+            invocation.arg(millis(ttl)).arg(id).arg(&self.channel);
             let invocation = &invocation;
             let removed: i64 = self
                 .bounded(
@@ -536,12 +588,15 @@ mod tests {
         let server = Server::start().await;
         let store = RedisBackend::connect(&server.url, "unit").await?;
         assert_eq!(
-            store.touch("s1", TTL).await?,
+            store.touch("s1", Some("token:alice"), TTL).await?,
             Touched::Missing,
             "unknown session"
         );
         assert!(store.save_meta("s1", &meta(), TTL).await?);
-        assert_eq!(store.touch("s1", TTL).await?, Touched::Version(0));
+        assert_eq!(
+            store.touch("s1", Some("token:alice"), TTL).await?,
+            Touched::Version(0)
+        );
         let states = StatesWrite {
             states: vec![("gate::State".to_owned(), r#"{"open":true}"#.to_owned())],
             ..StatesWrite::default()
@@ -567,7 +622,10 @@ mod tests {
         );
         assert!(store.delete("s1", TTL).await?);
         assert!(!store.delete("s1", TTL).await?);
-        assert_eq!(store.touch("s1", TTL).await?, Touched::Ended);
+        assert_eq!(
+            store.touch("s1", Some("token:alice"), TTL).await?,
+            Touched::Ended
+        );
         assert_eq!(store.save_states("s1", 1, states, TTL).await?, Saved::Ended);
         assert!(
             !store.save_meta("s1", &meta(), TTL).await?,
@@ -656,6 +714,68 @@ mod tests {
         Ok(())
     }
 
+    /// Every operation on a Redis Cluster node: a script touching a key in another slot than
+    /// its declared ones, or declaring keys of two slots, fails there (`CROSSSLOT`), which a
+    /// standalone server never says.
+    #[tokio::test]
+    async fn every_operation_runs_on_a_cluster() -> Result<(), StoreError> {
+        let server = Server::start_cluster().await;
+        let store = RedisBackend::connect(&server.url, "unit").await?;
+        let owner = "token:alice";
+        assert!(store.claim(owner, "s", 2, TTL).await?);
+        assert!(store.save_meta("s", &meta(), TTL).await?);
+        assert_eq!(
+            store.touch("s", Some(owner), TTL).await?,
+            Touched::Version(0)
+        );
+        // A longer idle timeout than the TTL left: this touch renews (and writes).
+        assert_eq!(
+            store.touch("s", Some(owner), TTL * 4).await?,
+            Touched::Version(0)
+        );
+        let write = StatesWrite {
+            states: vec![(
+                "p::State".to_owned(),
+                r#"{"$documents":{"1":"d1"}}"#.to_owned(),
+            )],
+            documents: vec![("d1".to_owned(), r#""text""#.to_owned())],
+            removed: Vec::new(),
+        };
+        assert_eq!(
+            store.save_states("s", 0, write, TTL).await?,
+            Saved::Version(1)
+        );
+        assert!(store.load("s", TTL).await?.is_some());
+        assert_eq!(store.documents("s", vec!["d1".to_owned()]).await?.len(), 1);
+        store.release(owner, "nope").await?;
+        assert!(store.delete("s", TTL).await?);
+        assert_eq!(store.touch("s", Some(owner), TTL).await?, Touched::Ended);
+        Ok(())
+    }
+
+    /// A written session keeps counting against its owner's quota past its claim's expiry,
+    /// renewed with its TTL.
+    #[tokio::test]
+    async fn a_written_session_counts_while_it_lives() -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let store = RedisBackend::connect(&server.url, "unit").await?;
+        let owner = "token:alice";
+        assert!(
+            store
+                .claim(owner, "a", 1, Duration::from_millis(50))
+                .await?
+        );
+        assert!(store.save_meta("a", &meta(), TTL).await?);
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        assert!(!store.claim(owner, "b", 1, TTL).await?, "a still counts");
+        assert!(store.delete("a", TTL).await?);
+        assert!(
+            store.claim(owner, "b", 1, TTL).await?,
+            "a ended, its place is free"
+        );
+        Ok(())
+    }
+
     #[tokio::test]
     async fn namespaces_keep_projects_apart() -> Result<(), StoreError> {
         let server = Server::start().await;
@@ -674,7 +794,7 @@ mod tests {
         let store = RedisBackend::connect(&server.url, "unit").await?;
         store.save_meta("s", &meta(), TTL).await?;
         server.stop();
-        let failed = store.touch("s", TTL).await;
+        let failed = store.touch("s", Some("token:alice"), TTL).await;
         match failed {
             Err(StoreError::Unavailable { store: named, .. }) => assert_eq!(named, server.url),
             other => panic!("expected the store to be unavailable, got {other:?}"),
@@ -690,7 +810,10 @@ mod tests {
         }
         // A fresh server has lost the session (no persistence here): missing, not ended, so
         // the replica holding it writes it again.
-        assert_eq!(store.touch("s", TTL).await?, Touched::Missing);
+        assert_eq!(
+            store.touch("s", Some("token:alice"), TTL).await?,
+            Touched::Missing
+        );
         Ok(())
     }
 }

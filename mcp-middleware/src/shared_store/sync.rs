@@ -53,6 +53,9 @@ pub(crate) struct StateSync {
     /// Whether the session is written before any `initialize` (a stateless session, which
     /// has none).
     without_handshake: bool,
+    /// Whose quota the session counts against, renewed with its TTL (`None`: the written
+    /// meta's owner).
+    owner: Option<Arc<str>>,
 }
 
 /// Whether a session the store was asked about is still there.
@@ -82,6 +85,15 @@ impl StateSync {
                 meta: None,
             }),
             without_handshake: false,
+            owner: None,
+        }
+    }
+
+    /// The same link, the session counted against `owner`'s quota.
+    pub(crate) fn owned_by(self, owner: &str) -> Self {
+        Self {
+            owner: Some(owner.into()),
+            ..self
         }
     }
 
@@ -120,7 +132,11 @@ impl StateSync {
     pub(crate) async fn refresh(&self) -> Result<Presence, StoreError> {
         let backend = &self.store.backend;
         let mut synced = self.synced.lock().await;
-        let version = match backend.touch(&self.id, self.ttl).await? {
+        let owner = self
+            .owner
+            .as_deref()
+            .or_else(|| synced.meta.as_ref().map(|meta| meta.owner.as_str()));
+        let version = match backend.touch(&self.id, owner, self.ttl).await? {
             Touched::Version(version) => version,
             Touched::Ended => return Ok(Presence::Gone),
             Touched::Missing => {

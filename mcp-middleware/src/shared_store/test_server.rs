@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 pub(crate) struct Server {
     child: Child,
     port: u16,
+    /// A cluster node's directory (its `nodes.conf`), removed when dropped.
+    cluster_dir: Option<std::path::PathBuf>,
     /// `redis://127.0.0.1:PORT/0`.
     pub(crate) url: String,
 }
@@ -22,11 +24,51 @@ impl Server {
             .unwrap_or(0);
         assert_ne!(port, 0, "no free port");
         let server = Self {
-            child: spawn(port),
+            child: spawn(port, &[]),
             port,
+            cluster_dir: None,
             url: format!("redis://127.0.0.1:{port}/0"),
         };
         listening(port).await;
+        server
+    }
+
+    /// Starts a one-node Redis Cluster (every slot its own): a script or `MULTI` whose keys
+    /// are not all in one slot, or that touches a key it did not declare in another slot,
+    /// fails there as on any cluster.
+    pub(crate) async fn start_cluster() -> Self {
+        let mut server = Self::start().await;
+        server.stop();
+        let dir = std::env::temp_dir().join(format!(
+            "mcpm-cluster-{}-{}",
+            std::process::id(),
+            server.port
+        ));
+        let _ = std::fs::create_dir_all(&dir);
+        let dir_arg = dir.to_string_lossy().into_owned();
+        server.child = spawn(
+            server.port,
+            &["--cluster-enabled", "yes", "--dir", &dir_arg],
+        );
+        server.cluster_dir = Some(dir);
+        listening(server.port).await;
+        let cli = |args: &[&str]| {
+            Command::new("redis-cli")
+                .args(["-p", &server.port.to_string()])
+                .args(args)
+                .output()
+                .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+                .unwrap_or_default()
+        };
+        cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok") {
+            assert!(
+                Instant::now() < deadline,
+                "the one-node cluster never became ready"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         server
     }
 
@@ -39,7 +81,7 @@ impl Server {
     /// Starts a fresh one (no persistence: empty) on the same port.
     pub(crate) async fn restart(&mut self) {
         self.stop();
-        self.child = spawn(self.port);
+        self.child = spawn(self.port, &[]);
         listening(self.port).await;
     }
 }
@@ -47,10 +89,13 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
+        if let Some(dir) = &self.cluster_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
-fn spawn(port: u16) -> Child {
+fn spawn(port: u16, extra: &[&str]) -> Child {
     let child = Command::new("redis-server")
         .args([
             "--port",
@@ -60,6 +105,7 @@ fn spawn(port: u16) -> Child {
             "--save",
             "",
         ])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn();
