@@ -22,7 +22,8 @@
 //! echo between replicas). Two replicas whose clients change the same session's handshake at
 //! the same moment may each end with the other's change: the client's later request settles it.
 //!
-//! With Redis it is one pub/sub channel, `mcpm:{namespace}:handshake`, carrying
+//! With Redis it is one pub/sub channel, `mcpm:{namespace}:handshake` (braces literal, as
+//! every key: `connection::key_prefix`), carrying
 //! `{"session": ID, "handshake": RECORD}`.
 
 use futures_util::future::BoxFuture;
@@ -97,7 +98,10 @@ mod redis {
             getrandom::fill(&mut random).map_err(|err| config_error(err.to_string()))?;
             Ok(Self {
                 origin: random.iter().map(|b| format!("{b:02x}")).collect(),
-                channel: format!("mcpm:{namespace}:handshake"),
+                channel: format!(
+                    "{}handshake",
+                    crate::shared_store::connection::key_prefix(namespace)
+                ),
                 describe,
                 client,
                 connection,
