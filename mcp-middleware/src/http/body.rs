@@ -24,9 +24,26 @@ pub(crate) struct Delivery {
     pub(crate) line: Arc<str>,
     /// Whether this is the response that completes the stream's request.
     pub(crate) last: bool,
+    /// Whether `line` is a whole message or a piece of one cut through.
+    pub(crate) framing: Framing,
     /// Counts the message toward what waits for the client until the stream has taken it
     /// (or is dropped), so a client that does not read holds the session's upstream back.
     pub(crate) _held: Option<Ticket>,
+}
+
+/// How a [`Delivery`]'s `line` is framed as SSE: a whole message is one event; a message cut
+/// through (`transport/cut_through.rs`) is its head, pieces, then the event's end, so the
+/// client gets each piece while the upstream is still writing the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// A whole message: one event.
+    Event,
+    /// The head of a message cut through: the event's `id:` and the start of its data.
+    Open,
+    /// More of the message opened last.
+    More,
+    /// The end of the message opened last (`line` is empty); `last` as for a whole message.
+    Close,
 }
 
 /// Something that must happen when a stream's body goes away (the client disconnected, or
@@ -161,6 +178,20 @@ impl SseBody {
         let mut out = Vec::new();
         while out.len() < GATHER {
             match self.deliveries.poll_recv(cx) {
+                Poll::Ready(Some(delivery)) if delivery.framing != Framing::Event => {
+                    if delivery.framing == Framing::Open {
+                        write_event_id(&mut out, delivery.id.as_deref());
+                        out.extend_from_slice(b"data: ");
+                    }
+                    write_data_piece(&mut out, &delivery.line);
+                    if delivery.framing == Framing::Close {
+                        out.extend_from_slice(b"\n\n");
+                        if delivery.last {
+                            self.ended = true;
+                            break;
+                        }
+                    }
+                }
                 Poll::Ready(Some(delivery)) => {
                     // A large message on one line (JSON's usual form) goes out as its own
                     // chunk, shared with the event store, instead of a copy of a megabyte.
@@ -232,6 +263,19 @@ pub(crate) fn write_event(out: &mut Vec<u8>, id: Option<&str>, data: &str) {
     out.push(b'\n');
 }
 
+/// Appends a piece of an event's data: a line break in it (JSON whitespace) starts a new
+/// `data:` line, which SSE joins back with `\n`, as [`write_event`] does for a whole message.
+fn write_data_piece(out: &mut Vec<u8>, piece: &str) {
+    out.reserve(piece.len());
+    let mut rest = piece.as_bytes();
+    while let Some(end) = memchr::memchr2(b'\r', b'\n', rest) {
+        out.extend_from_slice(&rest[..end]);
+        out.extend_from_slice(b"\ndata: ");
+        rest = &rest[end + 1..];
+    }
+    out.extend_from_slice(rest);
+}
+
 /// An event's `id:` line, when it has an id.
 fn write_event_id(out: &mut Vec<u8>, id: Option<&str>) {
     if let Some(id) = id {
@@ -277,6 +321,7 @@ mod tests {
                 id: Some(id.into()),
                 line: line.clone(),
                 last,
+                framing: Framing::Event,
                 _held: None,
             })
             .unwrap();
@@ -303,6 +348,48 @@ mod tests {
         assert!(
             chunks >= 4,
             "the large message went out as a chunk of its own"
+        );
+    }
+
+    /// A message cut through reads, once its pieces are in, exactly as the whole message
+    /// framed at once, line breaks in its whitespace included; each piece goes out as it comes.
+    #[test]
+    fn a_message_cut_through_is_framed_as_the_whole_one() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let send = |line: &str, framing, last| {
+            tx.send(Delivery {
+                id: (framing == Framing::Open).then(|| "2-1".into()),
+                line: line.into(),
+                last,
+                framing,
+                _held: None,
+            })
+            .unwrap();
+        };
+        let mut body = SseBody::new(None, rx, Duration::ZERO, None);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        send(r#"{"id":1,"result":{"#, Framing::Open, false);
+        let Poll::Ready(Some(first)) = body.poll_chunk(&mut cx) else {
+            panic!("the head goes out before the rest arrives");
+        };
+        assert_eq!(&first[..], b"id: 2-1\ndata: {\"id\":1,\"result\":{");
+        assert!(body.poll_chunk(&mut cx).is_pending());
+        send("\"a\":\r1,", Framing::More, false);
+        send("\"b\":2}}", Framing::More, false);
+        send("", Framing::Close, true);
+        let mut got = first.to_vec();
+        while let Poll::Ready(Some(chunk)) = body.poll_chunk(&mut cx) {
+            got.extend_from_slice(&chunk);
+        }
+        let mut expected = Vec::new();
+        write_event(
+            &mut expected,
+            Some("2-1"),
+            "{\"id\":1,\"result\":{\"a\":\r1,\"b\":2}}",
+        );
+        assert_eq!(
+            String::from_utf8(got).unwrap(),
+            String::from_utf8(expected).unwrap()
         );
     }
 }

@@ -33,7 +33,7 @@ use super::options::HttpOptions;
 use super::quota::{self, Owner};
 use super::reject::Reject;
 use super::shared_streams::flush;
-use super::streams::Streams;
+use super::streams::{Streaming, Streams};
 use crate::auth::Identity;
 use crate::chain::Chain;
 use crate::jsonrpc;
@@ -46,6 +46,8 @@ use crate::shared_store::{
     HandshakeRecord, Heard, SessionMeta, SharedStore, StoreError, StoredSession,
 };
 use crate::transport::Frame;
+use crate::transport::cut_through::{Tail, TailPiece};
+use crate::transport::outbound::Belongs;
 use crate::transport::queue::LineQueue;
 use crate::upstream::Upstream;
 use crate::upstream::token_exchange::Caller;
@@ -552,7 +554,9 @@ impl Registry {
     ) -> Result<Arc<SessionHandle>, Reject> {
         let factory = &self.factory;
         let (events_tx, events_rx) = mpsc::channel(256);
+        // Its router takes tails: a large answer no hook touches goes out while it arrives.
         let (to_client, mut lines) = LineQueue::new(factory.options.client_queue_bytes);
+        let to_client = to_client.taking_tails();
         let backlog = to_client.gauge().clone();
         let caller = Caller::new(identity.principal());
         // The running configuration (a live reload may have replaced the proxy's own).
@@ -680,7 +684,7 @@ impl Registry {
                                     announce_handshake(fanout.as_deref(), &router.id, &meta.handshake).await;
                                 }
                             }
-                            route(&streams, line);
+                            route(&streams, line).await;
                             if let Some(log) = &log {
                                 flush(&streams, &**log, &router.id, bound, ttl).await;
                             }
@@ -706,7 +710,7 @@ impl Registry {
             }
             // What the session wrote before it stopped still goes out.
             while let Ok(line) = lines.try_recv() {
-                route(&streams, line);
+                route(&streams, line).await;
             }
             let reason = router
                 .reason
@@ -911,10 +915,72 @@ fn store_reject(err: StoreError) -> Reject {
     Reject::unavailable(format!("Service Unavailable: {err}"))
 }
 
-fn route(streams: &Mutex<Streams>, line: crate::transport::queue::Queued) {
+async fn route(streams: &Mutex<Streams>, mut line: crate::transport::queue::Queued) {
+    if let Some(tail) = line.take_tail() {
+        let (head, belongs) = line.into_record();
+        return route_cut_through(streams, head, belongs, tail).await;
+    }
     let (line, belongs) = line.into_record();
     if let Ok(mut streams) = streams.lock() {
         streams.route_record(line, belongs);
+    }
+}
+
+/// Routes a response the core session cuts through (`transport/cut_through.rs`): its head,
+/// then each piece as the upstream's reader passes it on, on its request's stream, before
+/// anything the session wrote after it. Where it cannot be streamed it is read whole first.
+async fn route_cut_through(
+    streams: &Mutex<Streams>,
+    head: String,
+    belongs: Belongs,
+    mut tail: Tail,
+) {
+    let Belongs::Response(id) = belongs else {
+        // The session cuts through only responses it knows the request of.
+        tracing::debug!("dropped a message cut through without its request");
+        return;
+    };
+    let opened = streams.lock().map_or(Streaming::Gone, |mut streams| {
+        streams.open_streamed(&id, &head)
+    });
+    // Cut short without saying why (the reader went away): the request still gets an answer.
+    let cut_short = || {
+        jsonrpc::error(
+            Some(&id),
+            jsonrpc::INTERNAL_ERROR,
+            "the upstream's answer was cut short",
+        )
+    };
+    match opened {
+        Streaming::Open(mut streamed) => {
+            let after = loop {
+                match tail.recv().await {
+                    Some(TailPiece::Part(text)) => streamed.piece(&text),
+                    Some(TailPiece::End) => break None,
+                    Some(TailPiece::Abort(error)) => break Some(error),
+                    None => break Some(cut_short()),
+                }
+            };
+            if let Ok(mut streams) = streams.lock() {
+                streams.close_streamed(streamed, after);
+            }
+        }
+        Streaming::Whole => {
+            let mut whole = head;
+            let line = loop {
+                match tail.recv().await {
+                    Some(TailPiece::Part(text)) => whole.push_str(&text),
+                    Some(TailPiece::End) => break whole,
+                    Some(TailPiece::Abort(error)) => break error,
+                    None => break cut_short(),
+                }
+            };
+            if let Ok(mut streams) = streams.lock() {
+                streams.route_record(line, Belongs::Response(id));
+            }
+        }
+        // Dropping the tail lets the reader skip the rest.
+        Streaming::Gone => {}
     }
 }
 

@@ -140,6 +140,7 @@ impl Tail {
             id: Some(event_id(self.stream, event.seq).into()),
             line: event.line.into(),
             last: event.last,
+            framing: body::Framing::Event,
             _held: None,
         });
     }
@@ -201,7 +202,7 @@ async fn tail(
                                     event_id(stream, tail.last_sent)
                                 ),
                             );
-                            let _ = tx.send(Delivery { id: None, line: line.into(), last: true, _held: None });
+                            let _ = tx.send(Delivery { id: None, line: line.into(), last: true, framing: body::Framing::Event, _held: None });
                         }
                         return;
                     }

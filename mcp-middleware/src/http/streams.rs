@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
-use super::body::{Delivery, OnDrop};
+use super::body::{Delivery, Framing, OnDrop};
 use super::event_store::{EventStore, StreamId};
 use super::reject::{Reject, SERVER_ERROR};
 use crate::jsonrpc::{self, Message, range_in, splice};
@@ -149,6 +149,50 @@ struct RequestInfo {
     client_token: Option<Value>,
     /// A `subscriptions/listen` request: it stays open and is not "in flight".
     listen: bool,
+}
+
+/// Where a response cut through goes ([`Streams::open_streamed`]).
+pub(crate) enum Streaming {
+    /// To its request's stream, piece by piece.
+    Open(Streamed),
+    /// Read whole, then routed as any message.
+    Whole,
+    /// Nowhere: its request's stream is gone (the rest is read past).
+    Gone,
+}
+
+/// An event being streamed to a request's stream: the pieces go to the connection it had when
+/// the event opened; the whole message is kept for the event store.
+pub(crate) struct Streamed {
+    stream: StreamId,
+    seq: u64,
+    /// The connection the head went to.
+    conn: Option<u64>,
+    sink: Option<mpsc::UnboundedSender<Delivery>>,
+    backlog: Arc<Gauge>,
+    whole: String,
+}
+
+impl Streamed {
+    /// Sends the next piece of the message to the stream's connection (if it is still there).
+    pub(crate) fn piece(&mut self, text: &str) {
+        self.send(None, text, Framing::More, false);
+        self.whole.push_str(text);
+    }
+
+    fn send(&mut self, id: Option<Arc<str>>, text: &str, framing: Framing, last: bool) {
+        let Some(sink) = &self.sink else { return };
+        let delivery = Delivery {
+            id,
+            _held: Some(self.backlog.ticket(text.len())),
+            line: text.into(),
+            last,
+            framing,
+        };
+        if sink.send(delivery).is_err() {
+            self.sink = None;
+        }
+    }
 }
 
 /// A request stream just opened: the line to hand to the core session and the receiving end
@@ -430,6 +474,7 @@ impl Streams {
             let _ = sink.tx.send(Delivery {
                 id: Some(event_id(self.external(stream), seq).into()),
                 last: finished && self.is_response_of(stream, &line),
+                framing: Framing::Event,
                 _held: Some(self.backlog.ticket(line.len())),
                 line,
             });
@@ -549,6 +594,75 @@ impl Streams {
                 }
             }
             Belongs::Response(_) | Belongs::Unsaid => self.route(line),
+        }
+    }
+
+    /// Opens the event of a response the core session cuts through (`head` is its start,
+    /// with the client's id in place): its head goes to its request's stream now, the rest
+    /// through [`Streamed::piece`] and [`Streams::close_streamed`]. A session whose events a
+    /// shared store logs, or whose ids are put back (stateless), takes the message whole.
+    pub(crate) fn open_streamed(&mut self, id: &str, head: &str) -> Streaming {
+        if self.stateless || self.shared.is_some() {
+            return Streaming::Whole;
+        }
+        let Some(stream) = self.by_request.remove(id) else {
+            tracing::debug!(%id, "dropped a response whose request stream is gone");
+            return Streaming::Gone;
+        };
+        let Some(state) = self.streams.get_mut(&stream).filter(|s| !s.finished) else {
+            return Streaming::Gone;
+        };
+        state.seq += 1;
+        let seq = state.seq;
+        let sink = state.sink.as_ref().map(|s| (s.conn, s.tx.clone()));
+        let event: Arc<str> = event_id(self.external(stream), seq).into();
+        let mut streamed = Streamed {
+            stream,
+            seq,
+            conn: sink.as_ref().map(|(conn, _)| *conn),
+            sink: sink.map(|(_, tx)| tx),
+            backlog: self.backlog.clone(),
+            whole: String::with_capacity(head.len() * 2),
+        };
+        streamed.send(Some(event), head, Framing::Open, false);
+        streamed.whole.push_str(head);
+        Streaming::Open(streamed)
+    }
+
+    /// Ends the event `streamed` opened: stores the whole message (so `Last-Event-ID` resumes
+    /// it), gives it whole to a connection that replaced the one it was streamed to, and ends
+    /// the request's stream, with `after` (the error for a message cut short) as its last
+    /// event when given.
+    pub(crate) fn close_streamed(&mut self, mut streamed: Streamed, after: Option<String>) {
+        streamed.send(None, "", Framing::Close, after.is_none());
+        let Streamed {
+            stream,
+            seq,
+            conn,
+            whole,
+            ..
+        } = streamed;
+        let whole: Arc<str> = whole.into();
+        self.store.push(stream, seq, whole.clone());
+        let event = event_id(self.external(stream), seq);
+        let Some(state) = self.streams.get_mut(&stream) else {
+            return;
+        };
+        if let Some(sink) = &state.sink {
+            if Some(sink.conn) != conn {
+                let _ = sink.tx.send(Delivery {
+                    id: Some(event.into()),
+                    _held: Some(self.backlog.ticket(whole.len())),
+                    line: whole,
+                    last: after.is_none(),
+                    framing: Framing::Event,
+                });
+            }
+            state.delivered = seq;
+        }
+        match after {
+            Some(line) => self.deliver(stream, line, true),
+            None => self.finish(stream),
         }
     }
 
@@ -771,6 +885,7 @@ impl Streams {
                     _held: Some(self.backlog.ticket(line.len())),
                     line,
                     last,
+                    framing: Framing::Event,
                 },
                 sink: state.sink.as_ref().map(|s| s.tx.clone()),
             });
@@ -787,6 +902,7 @@ impl Streams {
                     id,
                     line,
                     last,
+                    framing: Framing::Event,
                     _held: held,
                 })
                 .is_ok()

@@ -211,6 +211,27 @@ impl Reply<'_> {
         true
     }
 
+    /// Reads (at most `WAIT` for each read) until `enough` holds for the body text read and
+    /// not yet taken, which it returns: a test sees an event before its end.
+    pub async fn read_until(&mut self, what: &str, enough: impl Fn(&str) -> bool) -> &str {
+        while !enough(&self.pending) {
+            let more = tokio::time::timeout(WAIT, self.fill())
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "{what}: nothing more within {WAIT:?} ({} bytes held)",
+                        self.pending.len()
+                    )
+                });
+            assert!(
+                more,
+                "{what}: the body ended ({} bytes held)",
+                self.pending.len()
+            );
+        }
+        &self.pending
+    }
+
     /// The whole (rest of the) body.
     pub async fn body(mut self) -> String {
         while tokio::time::timeout(WAIT, self.fill())

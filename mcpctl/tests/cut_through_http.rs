@@ -1,0 +1,252 @@
+//! Cut-through over HTTP (issue 13, item 6): `mcpctl serve` forwards an unhooked large answer
+//! on its request's SSE stream while the upstream is still writing it. The real binary, a raw
+//! HTTP/1.1 client (`mcp-middleware/tests/support/http_client.rs`, which reads the body as it
+//! arrives) and the scripted upstream (`tests/fixtures/scripted_upstream.py`), whose
+//! `big_paused` writes half of a multi-MB answer line and then waits, mid-line, until the test
+//! opens and closes a FIFO.
+//!
+//! Without cut-through the proxy holds the half answer until its end, so the client sees none
+//! of it and the test fails at its bound; with it the client reads the first megabyte of the
+//! event while the upstream is still paused. Each wait is for an event, with a bound.
+
+#[path = "../../mcp-middleware/tests/support/http_client.rs"]
+mod http_client;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::channel;
+
+use http_client::{Conn, WAIT, call, request, start_session};
+use serde_json::{Value, json};
+
+/// The size of the answer's text: 4 MB, written in two halves.
+const SIZE: usize = 4_000_000;
+
+/// A scratch directory for the gate FIFO, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Self {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "mcpctl-cut-through-http-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the scratch directory");
+        Self(dir)
+    }
+
+    fn fifo(&self, name: &str) -> PathBuf {
+        let path = self.0.join(name);
+        let made = Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success(), "mkfifo {}", path.display());
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `mcpctl serve ARGS -- python3 scripted_upstream.py`; the proxy and its upstreams (one
+/// process group) are killed when dropped.
+struct Served {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Served {
+    fn start(args: &[&str]) -> Self {
+        use std::os::unix::process::CommandExt as _;
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/scripted_upstream.py");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpctl"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .args(["--", "python3", "-u"])
+            .arg(script)
+            .env_remove("MCPCTL_LOG")
+            // Its own process group, which the upstreams join: `Drop` stops all at once (an
+            // upstream may be paused on its gate).
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("mcpctl serve starts");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Some(url) = line.strip_prefix("listening on http://") {
+                    let _ = tx.send(url.trim_end_matches("/mcp").to_owned());
+                } else {
+                    eprintln!("mcpctl: {line}");
+                }
+            }
+        });
+        let mut served = Self {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        };
+        let addr = rx.recv_timeout(WAIT).expect("mcpctl serve listens");
+        served.addr = addr.parse().expect("a socket address");
+        served
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Opens the gate FIFO for writing and closes it: the paused upstream goes on.
+fn open_gate(gate: &Path) {
+    drop(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(gate)
+            .expect("open the gate"),
+    );
+}
+
+/// The event being received: what follows the last complete event (`\n\n`), when at least
+/// `n` bytes of it are here.
+fn open_event(held: &str, n: usize) -> Option<&str> {
+    let start = held.rfind("\n\n").map_or(0, |at| at + 2);
+    let open = &held[start..];
+    (open.len() >= n).then_some(open)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_answer_reaches_the_http_client_while_the_upstream_is_still_writing_it() {
+    let scratch = Scratch::new();
+    let gate = scratch.fifo("gate");
+    let served = Served::start(&[]);
+    let mut conn = Conn::connect(served.addr).await;
+    let session = start_session(&mut conn, "cut-through-http").await;
+    let big = request(
+        "big-1",
+        "big_paused",
+        json!({"size": SIZE, "gate": gate.to_str().expect("a UTF-8 path")}),
+    );
+    {
+        let mut reply = conn.post(Some(&session), &big).await.expect("POST");
+        assert_eq!(reply.status, 200);
+        // The upstream has written half of the line and waits on the gate: a megabyte of its
+        // event is already here, without its end.
+        let held = reply
+            .read_until("the first megabyte of the answer", |held| {
+                open_event(held, 1 << 20).is_some()
+            })
+            .await;
+        let open = open_event(held, 1 << 20).unwrap_or_default();
+        let data = open
+            .lines()
+            .find_map(|line| line.strip_prefix("data: "))
+            .unwrap_or_default();
+        assert!(
+            open.starts_with("id: ")
+                && data.starts_with(
+                    r#"{"jsonrpc" : "2.0", "id" : "big-1", "result" : {"text" : "xxx"#
+                ),
+            "the event's head goes out with the client's id and the upstream's bytes: {:.120}",
+            open
+        );
+        open_gate(&gate);
+        let answer = reply.message().await.expect("the answer");
+        assert_eq!(answer["id"], "big-1");
+        assert_eq!(answer["result"]["text"].as_str().map(str::len), Some(SIZE));
+        assert_eq!(answer["x-extra"]["kept"], true, "nothing is normalised");
+        assert!(reply.message().await.is_none(), "the stream ends after it");
+    }
+    // The session goes on; a small answer and a large unpaused one come whole.
+    let echo = call(
+        &mut conn,
+        &session,
+        2,
+        "custom/echo",
+        json!({"still": "here"}),
+    )
+    .await;
+    assert_eq!(
+        echo.last().map(|m| &m["result"]["echo"]["still"]),
+        Some(&json!("here"))
+    );
+    let big = call(&mut conn, &session, 3, "big", json!({"size": SIZE})).await;
+    let text = big
+        .last()
+        .and_then(|m| m["result"]["text"].as_str())
+        .map(str::len);
+    assert_eq!(text, Some(SIZE));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_cut_through_over_http_past_the_limit_is_ended_and_its_request_fails() {
+    let scratch = Scratch::new();
+    let gate = scratch.fifo("gate");
+    let served = Served::start(&["--max-message-bytes", "1048576"]);
+    let mut conn = Conn::connect(served.addr).await;
+    let session = start_session(&mut conn, "cut-through-http").await;
+    let big = request(
+        "big-2",
+        "big_paused",
+        json!({"size": SIZE, "gate": gate.to_str().expect("a UTF-8 path")}),
+    );
+    {
+        let mut reply = conn.post(Some(&session), &big).await.expect("POST");
+        assert_eq!(reply.status, 200);
+        reply
+            .read_until("the start of the answer", |held| {
+                open_event(held, 64 * 1024).is_some()
+            })
+            .await;
+        open_gate(&gate);
+        // What went out of it is ended as an event of its own (not JSON: a client drops it),
+        // and the request gets the over-limit error under its id; then the stream ends.
+        let cut = reply.event().await.expect("the event cut short");
+        assert!(
+            cut.len() <= (1 << 20) + 16 && serde_json::from_str::<Value>(&cut).is_err(),
+            "{} bytes",
+            cut.len()
+        );
+        let refused = reply.message().await.expect("the error");
+        assert_eq!(refused["id"], "big-2", "{refused}");
+        assert_eq!(refused["error"]["code"], -32603, "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("over the proxy's limit of 1048576 bytes"),
+            "{message}"
+        );
+        assert!(reply.message().await.is_none(), "the stream ends after it");
+    }
+    let echo = call(
+        &mut conn,
+        &session,
+        2,
+        "custom/echo",
+        json!({"still": "here"}),
+    )
+    .await;
+    assert_eq!(
+        echo.last().map(|m| &m["result"]["echo"]["still"]),
+        Some(&json!("here"))
+    );
+}
