@@ -7,8 +7,8 @@
 //! the line is written or dropped. The session looks at the gauge to decide what to do when a
 //! peer falls behind: stop reading the other side (back-pressure), refuse, or end the session.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::Notify;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender, error::SendError};
@@ -144,6 +144,44 @@ pub(crate) struct LineQueue {
     gauge: Arc<Gauge>,
     /// Whether the writer draining this queue writes tails of lines cut through.
     tails: bool,
+    /// Set on an adapter's queue that may later hand its writers to the queue behind it
+    /// ([`Handover`]).
+    handover: Option<Arc<Handover>>,
+}
+
+/// Lets an adapter between a writer and the queue it forwards to step out of the way: once
+/// [`complete`](Self::complete)d, lines sent to the adapter's queue go to the queue behind it
+/// directly, saving the adapter task's wake-up per line. Lines already in the adapter's
+/// channel are moved first, under the same lock that senders take until the handover is done,
+/// so no line overtakes one sent before it.
+#[derive(Debug, Default)]
+pub(crate) struct Handover {
+    /// The queue behind, once handed over; read without the lock from then on.
+    to: OnceLock<LineQueue>,
+    /// Held by senders to the adapter's channel and by the handover itself.
+    lock: Mutex<()>,
+}
+
+impl Handover {
+    /// Drains what is still queued in `rx` into `to`, then sends everything after to `to`
+    /// directly. `rx` is the receiver of the queue made with this handover.
+    pub(crate) fn complete(&self, rx: &mut UnboundedReceiver<Queued>, to: &LineQueue) {
+        // A poisoned lock only means a sender panicked holding `()`; nothing to repair.
+        let _held = self
+            .lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        while let Ok(queued) = rx.try_recv() {
+            let (line, belongs) = queued.into_record();
+            let _ = to.send_record(line, belongs);
+        }
+        let _ = self.to.set(to.clone());
+    }
+
+    /// Whether the handover is done.
+    pub(crate) fn is_complete(&self) -> bool {
+        self.to.get().is_some()
+    }
 }
 
 impl LineQueue {
@@ -155,6 +193,7 @@ impl LineQueue {
                 tx,
                 gauge: Gauge::new(limit),
                 tails: false,
+                handover: None,
             },
             rx,
         )
@@ -169,9 +208,21 @@ impl LineQueue {
                 tx,
                 gauge,
                 tails: false,
+                handover: None,
             },
             rx,
         )
+    }
+
+    /// A queue like [`sharing`](Self::sharing) whose adapter may step out later through the
+    /// returned [`Handover`].
+    pub(crate) fn sharing_with_handover(
+        gauge: Arc<Gauge>,
+    ) -> (Self, UnboundedReceiver<Queued>, Arc<Handover>) {
+        let (mut queue, rx) = Self::sharing(gauge);
+        let handover = Arc::new(Handover::default());
+        queue.handover = Some(handover.clone());
+        (queue, rx, handover)
     }
 
     /// The same queue, drained by a writer that takes tails of lines cut through
@@ -218,6 +269,24 @@ impl LineQueue {
         line: String,
         belongs: Belongs,
     ) -> Result<(), SendError<String>> {
+        let Some(handover) = &self.handover else {
+            return self.send_here(line, belongs);
+        };
+        if let Some(to) = handover.to.get() {
+            return to.send_record(line, belongs);
+        }
+        let _held = handover
+            .lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match handover.to.get() {
+            Some(to) => to.send_record(line, belongs),
+            None => self.send_here(line, belongs),
+        }
+    }
+
+    /// Queues one line on this queue's own channel.
+    fn send_here(&self, line: String, belongs: Belongs) -> Result<(), SendError<String>> {
         let ticket = self.gauge.ticket(line.len() + 1);
         self.tx
             .send(Queued {
@@ -261,5 +330,36 @@ mod tests {
         drop(rx);
         assert_eq!(queue.send("x".into()).unwrap_err().0, "x");
         assert_eq!(queue.gauge().queued(), 0, "a refused line is not counted");
+    }
+
+    #[test]
+    fn a_handover_moves_what_waits_first_and_sends_the_rest_behind_it() {
+        let (behind, mut behind_rx) = LineQueue::new(100);
+        let (adapter, mut adapter_rx, handover) =
+            LineQueue::sharing_with_handover(behind.gauge().clone());
+        adapter.send("one".into()).unwrap();
+        adapter.send("two".into()).unwrap();
+        assert!(
+            behind_rx.try_recv().is_err(),
+            "nothing passes the adapter yet"
+        );
+        assert!(!handover.is_complete());
+
+        handover.complete(&mut adapter_rx, &behind);
+        assert!(handover.is_complete());
+        adapter.send("three".into()).unwrap();
+        assert!(
+            adapter_rx.try_recv().is_err(),
+            "the adapter's channel is stepped out"
+        );
+        let lines: Vec<String> = std::iter::from_fn(|| behind_rx.try_recv().ok())
+            .map(Queued::into_line)
+            .collect();
+        assert_eq!(lines, ["one", "two", "three"], "in the order sent");
+        assert_eq!(
+            behind.gauge().queued(),
+            0,
+            "every taken line gave its bytes back"
+        );
     }
 }

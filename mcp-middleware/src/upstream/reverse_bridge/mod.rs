@@ -45,22 +45,35 @@ pub(crate) fn connect(
     let inner = spawn(tx)?;
     // The session sees the backlog of the server's own queue (it refuses requests when the
     // server stops reading), not of this adapter's, which it empties at once.
-    let (outgoing, mut from_session) = LineQueue::sharing(inner.queue().gauge().clone());
+    let (outgoing, mut from_session, handover) =
+        LineQueue::sharing_with_handover(inner.queue().gauge().clone());
     // The server's reader cuts answers through only while nothing here translates them.
     let cut = inner.cut_through().cloned();
     let outer_cut = cut.clone();
     let task = tokio::spawn(async move {
         let up = inner.queue();
         let mut bridge = Bridge::new(name, record);
+        let mut handover = Some(handover);
         loop {
             if let Some(cut) = &cut {
                 cut.set_open(bridge.is_transparent());
             }
+            // Transparent with nothing to watch is for good (the session's lines are no longer
+            // looked at): the session's lines then go to the server's queue without a hop
+            // through this task.
+            if bridge.is_transparent()
+                && let Some(handover) = &handover
+                && !handover.is_complete()
+            {
+                handover.complete(&mut from_session, &up);
+            }
             tokio::select! {
                 queued = from_session.recv() => {
                     let Some(queued) = queued else {
-                        // Our clone of the server's queue goes first: while it lives the
-                        // server's input stays open and it never sees its end.
+                        // Our clones of the server's queue go first (the handover holds one):
+                        // while they live the server's input stays open and it never sees its
+                        // end.
+                        drop(handover.take());
                         drop(up);
                         inner.shut_down(SHUTDOWN_GRACE).await;
                         return;
