@@ -52,6 +52,9 @@ pub(crate) struct Listing {
     lost: Option<UnknownFields>,
     /// Where each schema of `list` is in `raw`, by the address of its `Arc`.
     spans: HashMap<usize, Range<usize>>,
+    /// Where each tool of `list` is in `raw`, whole, by name; empty when the text has line
+    /// breaks or two tools share a name (then every listing is written by [`Splice`]).
+    tools: HashMap<String, (usize, Range<usize>)>,
 }
 
 impl Listing {
@@ -74,12 +77,13 @@ impl Listing {
     fn parse(raw: String) -> HookResult<Listing> {
         let list: ListToolsResult = from_result("tools/list", &raw)?;
         let lost = super::lost_in(&raw, &list);
-        let spans = schema_spans(&raw, &list).unwrap_or_default();
+        let (spans, tools) = schema_spans(&raw, &list).unwrap_or_default();
         Ok(Listing {
             raw,
             list,
             lost,
             spans,
+            tools,
         })
     }
 
@@ -97,6 +101,9 @@ impl Listing {
     /// schema they left as it was, and putting back the members rmcp's types lost (where the
     /// hooks' result has none of its own, as [`UnknownFields::restore`] does).
     pub(crate) fn write(&self, list: &mut ListToolsResult) -> Result<String, serde_json::Error> {
+        if let Some(written) = self.write_whole(list)? {
+            return Ok(written);
+        }
         let lost_items = self
             .lost
             .as_ref()
@@ -133,6 +140,60 @@ impl Listing {
         })
     }
 
+    /// Writes `list` with the upstream's own text for every tool the hooks left as they got
+    /// it, if every other tool is one the upstream did not list (synthetic tools, which have
+    /// nothing lost to put back); `None` if the hooks changed an upstream tool, which leaves
+    /// the listing to [`Splice`]. The common case (gate hiding and adding tools, paginate
+    /// adding `read_page`) writes the 1.25 MB of a large listing as one copy per tool, without
+    /// walking any of it.
+    fn write_whole(&self, list: &mut ListToolsResult) -> Result<Option<String>, serde_json::Error> {
+        if self.tools.is_empty() {
+            return Ok(None);
+        }
+        let mut whole = Vec::with_capacity(list.tools.len());
+        for tool in &list.tools {
+            match self.tools.get(tool.name.as_ref()) {
+                // `Tool`'s equality compares the schemas' `Arc`s by address first: the
+                // unchanged ones cost a pointer comparison.
+                Some((at, span)) if self.list.tools.get(*at) == Some(tool) => {
+                    whole.push(Some(span.clone()));
+                }
+                Some(_) => return Ok(None),
+                None => whole.push(None),
+            }
+        }
+        let mut tools = Vec::with_capacity(self.raw.len() + 1024);
+        for (at, (tool, span)) in list.tools.iter().zip(whole).enumerate() {
+            if at > 0 {
+                tools.push(b',');
+            }
+            match span.and_then(|span| self.raw.get(span)) {
+                Some(text) => tools.extend_from_slice(text.as_bytes()),
+                None => serde_json::to_writer(&mut tools, tool)?,
+            }
+        }
+        // The rest of the result is written as usual, the tools' text spliced into its empty
+        // `tools` array.
+        let taken = std::mem::take(&mut list.tools);
+        let mut out = Vec::with_capacity(tools.len() + 256);
+        let mut writer = serde_json::Serializer::with_formatter(
+            &mut out,
+            Splice {
+                raw: &self.raw,
+                lost_top: self.lost.as_ref().map(UnknownFields::top),
+                tools_text: Some(&tools),
+                ..Splice::default()
+            },
+        );
+        let written = serde::Serialize::serialize(&*list, &mut writer);
+        list.tools = taken;
+        written?;
+        // The serialiser writes only valid UTF-8 and the tools' text is slices of a `String`.
+        String::from_utf8(out).map(Some).map_err(|err| {
+            serde::ser::Error::custom(format!("the written listing is not UTF-8: {err}"))
+        })
+    }
+
     /// The span of `schema` in `raw` if it is one of this listing's own, and then the
     /// placeholder in its stead (what the serialiser writes there is replaced by the span).
     fn take(
@@ -164,25 +225,35 @@ fn kept(raw: &str) -> Option<Arc<Listing>> {
     Some(listing)
 }
 
-/// The schemas' places in the text, read without parsing them.
+/// The tools' places in the text, read without parsing them.
 #[derive(Deserialize)]
 struct RawTools<'a> {
     #[serde(borrow)]
-    tools: Vec<RawTool<'a>>,
+    tools: Vec<&'a RawValue>,
 }
 
+/// A tool's name and its schemas' places.
 #[derive(Deserialize)]
 struct RawTool<'a> {
+    #[serde(borrow)]
+    name: std::borrow::Cow<'a, str>,
     #[serde(rename = "inputSchema", borrow)]
     input: &'a RawValue,
     #[serde(rename = "outputSchema", borrow, default)]
     output: Option<&'a RawValue>,
 }
 
-/// Where each schema of `list` (read from `raw`) is in `raw`, by the address of its `Arc`.
-/// `None` if the two do not line up or the text has line breaks, which leaves every schema to be
-/// serialised.
-fn schema_spans(raw: &str, list: &ListToolsResult) -> Option<HashMap<usize, Range<usize>>> {
+/// Where each schema of a listing is (by the address of its `Arc`), and each whole tool (by
+/// name: its index and span).
+type Spans = (
+    HashMap<usize, Range<usize>>,
+    HashMap<String, (usize, Range<usize>)>,
+);
+
+/// Where each schema of `list` (read from `raw`) is in `raw`, by the address of its `Arc`, and
+/// each whole tool, by name (none if two share a name). `None` if the two do not line up or the
+/// text has line breaks, which leaves every schema to be serialised.
+fn schema_spans(raw: &str, list: &ListToolsResult) -> Option<Spans> {
     // Line breaks are whitespace between tokens here (inside strings they are escaped): an HTTP
     // upstream may send them, but a stdio client's line must not get them, so such a text is
     // written by the serialiser.
@@ -199,7 +270,16 @@ fn schema_spans(raw: &str, list: &ListToolsResult) -> Option<HashMap<usize, Rang
         start..start + value.get().len()
     };
     let mut spans = HashMap::with_capacity(list.tools.len() * 2);
-    for (typed, read) in list.tools.iter().zip(&read.tools) {
+    let mut tools = HashMap::with_capacity(list.tools.len());
+    let mut unique = true;
+    for (at, (typed, whole)) in list.tools.iter().zip(&read.tools).enumerate() {
+        let read: RawTool<'_> = serde_json::from_str(whole.get()).ok()?;
+        if read.name != typed.name {
+            return None;
+        }
+        unique &= tools
+            .insert(typed.name.to_string(), (at, span(whole)))
+            .is_none();
         spans.insert(address(&typed.input_schema), span(read.input));
         match (&typed.output_schema, read.output) {
             (Some(typed), Some(read)) => {
@@ -209,7 +289,10 @@ fn schema_spans(raw: &str, list: &ListToolsResult) -> Option<HashMap<usize, Rang
             _ => return None,
         }
     }
-    Some(spans)
+    if !unique {
+        tools.clear();
+    }
+    Some((spans, tools))
 }
 
 /// A compact [`Formatter`] that writes `raw[span]` in place of each tool's schema it is given a
@@ -239,12 +322,21 @@ struct Splice<'a> {
     pending: Option<Range<usize>>,
     /// The depth of the placeholder object whose end is not written.
     skip_end: Option<usize>,
+    /// The tools' text, written into the result's (empty) `tools` array.
+    tools_text: Option<&'a [u8]>,
 }
 
 impl Formatter for Splice<'_> {
     fn begin_array<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
         self.depth += 1;
-        writer.write_all(b"[")
+        writer.write_all(b"[")?;
+        if self.depth == 2
+            && self.in_tools
+            && let Some(text) = self.tools_text.take()
+        {
+            writer.write_all(text)?;
+        }
+        Ok(())
     }
 
     fn end_array<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
@@ -408,6 +500,50 @@ mod tests {
         assert_eq!(written["tools"][0]["title"], "set by a hook");
         assert_eq!(written["tools"][0]["execution"]["taskSupport"], "optional");
         assert_eq!(written["x-extra"]["kept"], true);
+    }
+
+    #[test]
+    fn tools_the_hooks_kept_are_written_as_the_upstream_sent_them() {
+        let mut raw: Value = serde_json::from_str(&listing(604)).expect("json");
+        raw["tools"][5]["execution"] = json!({"taskSupport": "optional"});
+        raw["x-extra"] = json!(1);
+        let raw = serde_json::to_string(&raw)
+            .expect("json")
+            // A spelling the serialiser would not choose, kept only if the tool is copied.
+            .replace("Tool 5 ", "Tool\\u00205 ");
+        let read = Listing::read(raw.clone()).expect("read");
+        let mut typed = read.typed();
+        typed.tools.retain(|tool| tool.name != "tool_3");
+        let mut added = rmcp::model::Tool::default();
+        added.name = "synthetic".into();
+        added.input_schema =
+            Arc::new(serde_json::from_value(json!({"type": "object"})).expect("schema"));
+        typed.tools.push(added);
+        let mut expected = serde_json::to_value(&typed).expect("value");
+        read.lost().expect("lost").restore(&mut expected);
+        let written = read.write(&mut typed).expect("write");
+        assert!(written.contains("Tool\\u00205 "), "{written}");
+        let written: Value = serde_json::from_str(&written).expect("valid JSON");
+        assert_eq!(written, expected);
+        assert_eq!(written["tools"][4]["execution"]["taskSupport"], "optional");
+        assert_eq!(written["tools"][603]["name"], "synthetic");
+        assert_eq!(written["x-extra"], 1);
+        // The hooks' result is whole again after the write.
+        assert_eq!(typed.tools.len(), 604);
+    }
+
+    #[test]
+    fn a_tool_the_hooks_changed_is_written_from_its_fields() {
+        let raw = listing(605).replace("Tool 7 ", "Tool\\u00207 ");
+        let read = Listing::read(raw).expect("read");
+        let mut typed = read.typed();
+        typed.tools[8].description = Some("changed".into());
+        let expected = serde_json::to_value(&typed).expect("value");
+        let written = read.write(&mut typed).expect("write");
+        // Not copied: the serialiser's own spelling.
+        assert!(written.contains("Tool 7 "), "{written}");
+        let written: Value = serde_json::from_str(&written).expect("valid JSON");
+        assert_eq!(written, expected);
     }
 
     #[test]
