@@ -18,7 +18,7 @@ use super::body::{Body, SseBody, write_event};
 use super::front::Front;
 use super::quota::Owner;
 use super::reject::{HEADER_MISMATCH, Reject};
-use super::sessions::{Registry, SessionHandle, StatelessKey};
+use super::sessions::{SessionHandle, SessionTable, StatelessKey};
 use super::streams::Opened;
 use super::tls::PeerCertificate;
 use crate::auth::Identity;
@@ -45,7 +45,7 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serves one request from `peer`; never fails (a refusal is a response too).
 pub(crate) async fn handle(
-    registry: Arc<Registry>,
+    table: Arc<SessionTable>,
     front: Arc<Front>,
     certificate: Option<&PeerCertificate>,
     peer: IpAddr,
@@ -58,7 +58,7 @@ pub(crate) async fn handle(
         _ => None,
     };
     let method = request.method().clone();
-    let mut response = match dispatch(&registry, &front, certificate, peer, request).await {
+    let mut response = match dispatch(&table, &front, certificate, peer, request).await {
         Ok(response) => response,
         Err(reject) => {
             if reject.status.is_server_error() {
@@ -86,13 +86,13 @@ pub(crate) async fn handle(
 }
 
 async fn dispatch(
-    registry: &Arc<Registry>,
+    table: &Arc<SessionTable>,
     front: &Front,
     certificate: Option<&PeerCertificate>,
     peer: IpAddr,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Reject> {
-    let path = &registry.options().path;
+    let path = &table.options().path;
     if let Some(resource) = &front.resource
         && super::resource::Published::serves(request.uri().path(), path)
     {
@@ -150,23 +150,23 @@ async fn dispatch(
     };
     let bearer = bearer.as_ref().map(|token| &*token.0);
     match *request.method() {
-        Method::POST => post(registry, &identity, validity, bearer, peer, request).await,
-        Method::GET => get(registry, &identity, validity, request.headers()).await,
-        _ => delete(registry, &identity, request.headers()).await,
+        Method::POST => post(table, &identity, validity, bearer, peer, request).await,
+        Method::GET => get(table, &identity, validity, request.headers()).await,
+        _ => delete(table, &identity, request.headers()).await,
     }
 }
 
 // ------------------------------------------------------------------------------------- POST
 
 async fn post(
-    registry: &Arc<Registry>,
+    table: &Arc<SessionTable>,
     identity: &Identity,
     validity: Validity,
     bearer: Option<&str>,
     peer: IpAddr,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Reject> {
-    registry.check_open()?;
+    table.check_open()?;
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     if !accepts(headers, "application/json") || !accepts(headers, "text/event-stream") {
@@ -186,7 +186,7 @@ async fn post(
         ));
     }
     let version = protocol_version(headers)?;
-    let max = registry.options().max_body_bytes;
+    let max = table.options().max_body_bytes;
     let bytes = read_body(body, max, headers).await?;
     let line = String::from_utf8(bytes).map_err(|err| {
         Reject::new(
@@ -208,10 +208,10 @@ async fn post(
             let (handle, created) = if method == "initialize" {
                 // A new session, unless it names one that is open (a second initialize on a
                 // session goes to that session, as on stdio).
-                match session_header.and_then(|sid| registry.find(sid, identity)) {
+                match session_header.and_then(|sid| table.find(sid, identity)) {
                     Some(handle) => (handle, false),
                     None => (
-                        registry
+                        table
                             .create(identity, Owner::of(identity, peer))
                             .await
                             .map_err(|r| r.with_id(Some(id)))?,
@@ -219,7 +219,7 @@ async fn post(
                     ),
                 }
             } else if let Some(sid) = session_header {
-                let handle = registry
+                let handle = table
                     .lookup(sid, identity)
                     .await
                     .map_err(|r| r.with_id(Some(id)))?
@@ -229,7 +229,7 @@ async fn post(
                 let owner = Owner::of(identity, peer);
                 let key = check_stateless(headers, version, id, &method, params, owner)?;
                 (
-                    registry
+                    table
                         .stateless(key, identity)
                         .await
                         .map_err(|r| r.with_id(Some(id)))?,
@@ -252,11 +252,11 @@ async fn post(
                     .map_err(|_| Reject::session_not_found())?;
                 streams.open_request(&handle.streams, &line, id, &method, params)?
             };
-            request_response(registry, &handle, opened, created, stateless, validity).await
+            request_response(table, &handle, opened, created, stateless, validity).await
         }
         Message::Notification { method, params } => {
             let Some(handle) =
-                session_for_message(registry, identity, session_header, version).await?
+                session_for_message(table, identity, session_header, version).await?
             else {
                 return Ok(accepted());
             };
@@ -270,7 +270,7 @@ async fn post(
             }
             // With a shared store, one of a server request's, for the replica that asked.
             if method == "notifications/cancelled"
-                && super::shared_streams::cancelled(registry, &handle, &line, params).await?
+                && super::shared_streams::cancelled(table, &handle, &line, params).await?
             {
                 return Ok(accepted());
             }
@@ -278,13 +278,13 @@ async fn post(
             handle.send(line).await?;
             if initialized {
                 // With a shared store, the session's upstreams on other replicas learn it too.
-                super::shared_streams::initialized(registry, &handle).await;
+                super::shared_streams::initialized(table, &handle).await;
             }
             Ok(accepted())
         }
         Message::Result { .. } | Message::Error { .. } => {
             let Some(handle) =
-                session_for_message(registry, identity, session_header, version).await?
+                session_for_message(table, identity, session_header, version).await?
             else {
                 return Err(Reject::bad_request(
                     "Bad Request: 2026-07-28 clients send no responses (input comes back as \
@@ -292,7 +292,7 @@ async fn post(
                 ));
             };
             // With a shared store the replica whose upstream asked may be another one.
-            super::shared_streams::answer(registry, &handle, line).await?;
+            super::shared_streams::answer(table, &handle, line).await?;
             Ok(accepted())
         }
     }
@@ -301,13 +301,13 @@ async fn post(
 /// The session a notification or response belongs to; `None` for a 2026-07-28 client, whose
 /// notifications mean nothing over HTTP (a request is cancelled by closing its stream).
 async fn session_for_message(
-    registry: &Registry,
+    table: &SessionTable,
     identity: &Identity,
     session_header: Option<&str>,
     version: Option<&str>,
 ) -> Result<Option<Arc<SessionHandle>>, Reject> {
     match session_header {
-        Some(sid) => registry
+        Some(sid) => table
             .lookup(sid, identity)
             .await?
             .map(Some)
@@ -321,7 +321,7 @@ async fn session_for_message(
 
 /// Sends the request into its session and answers with its stream.
 async fn request_response(
-    registry: &Registry,
+    table: &SessionTable,
     handle: &Arc<SessionHandle>,
     opened: Opened,
     created: bool,
@@ -337,7 +337,7 @@ async fn request_response(
     } = opened;
     tracing::trace!(session = %super::sessions::short(&handle.id), stream, "request stream opened");
     handle.send(line).await?;
-    let keep_alive = registry.options().keep_alive;
+    let keep_alive = table.options().keep_alive;
     if !stateless {
         let body =
             SseBody::new(priming, deliveries, keep_alive, Some(guard.boxed())).until(validity);
@@ -349,8 +349,7 @@ async fn request_response(
     }
     // Stateless: a lone response goes out as JSON with a status that matches it; anything
     // before it (progress, logs), or a long wait, turns the answer into an SSE stream.
-    let first = match tokio::time::timeout(registry.options().json_window, deliveries.recv()).await
-    {
+    let first = match tokio::time::timeout(table.options().json_window, deliveries.recv()).await {
         Ok(Some(first)) if first.last => {
             let status = status_for(&first.line);
             drop(guard);
@@ -480,12 +479,12 @@ const SENTINEL_BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralP
 // -------------------------------------------------------------------------------------- GET
 
 async fn get(
-    registry: &Registry,
+    table: &SessionTable,
     identity: &Identity,
     validity: Validity,
     headers: &HeaderMap,
 ) -> Result<Response<Body>, Reject> {
-    registry.check_open()?;
+    table.check_open()?;
     let version = protocol_version(headers)?;
     if version == Some(STATELESS_VERSION) {
         return Err(method_not_allowed(
@@ -500,16 +499,16 @@ async fn get(
             "Not Acceptable: a GET must accept text/event-stream",
         ));
     }
-    let handle = session_of(registry, identity, headers).await?;
+    let handle = session_of(table, identity, headers).await?;
     if let Some(resumed) =
-        super::shared_streams::resume_elsewhere(registry, &handle, text(headers, LAST_EVENT_ID))
+        super::shared_streams::resume_elsewhere(table, &handle, text(headers, LAST_EVENT_ID))
             .await?
     {
         handle.touch();
         let body = SseBody::new(
             Some(resumed.priming),
             resumed.deliveries,
-            registry.options().keep_alive,
+            table.options().keep_alive,
             None,
         )
         .until(validity);
@@ -526,7 +525,7 @@ async fn get(
     let body = SseBody::new(
         Some(attached.priming),
         attached.deliveries,
-        registry.options().keep_alive,
+        table.options().keep_alive,
         attached.guard.map(|g| g.boxed()),
     )
     .until(validity);
@@ -536,14 +535,14 @@ async fn get(
 // ----------------------------------------------------------------------------------- DELETE
 
 async fn delete(
-    registry: &Registry,
+    table: &SessionTable,
     identity: &Identity,
     headers: &HeaderMap,
 ) -> Result<Response<Body>, Reject> {
     let id = text(headers, SESSION_ID).ok_or_else(|| {
         Reject::bad_request("Bad Request: DELETE needs the Mcp-Session-Id of the session to end")
     })?;
-    if !registry
+    if !table
         .remove(id, identity, "the client ended the session")
         .await?
     {
@@ -554,13 +553,13 @@ async fn delete(
 }
 
 async fn session_of(
-    registry: &Registry,
+    table: &SessionTable,
     identity: &Identity,
     headers: &HeaderMap,
 ) -> Result<Arc<SessionHandle>, Reject> {
     let id = text(headers, SESSION_ID)
         .ok_or_else(|| Reject::bad_request("Bad Request: Mcp-Session-Id header is required"))?;
-    registry
+    table
         .lookup(id, identity)
         .await?
         .ok_or_else(Reject::session_not_found)

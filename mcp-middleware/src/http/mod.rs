@@ -159,7 +159,7 @@ pub(crate) fn start(
         resource: published,
         tls: options.tls.as_ref().map(tls::TlsOptions::acceptor),
     });
-    let registry = Arc::new(sessions::Registry::new(factory, options));
-    registry.listen_to_store();
-    server::start(listener, registry, front)
+    let table = Arc::new(sessions::SessionTable::new(factory, options));
+    table.listen_to_store();
+    server::start(listener, table, front)
 }

@@ -1,6 +1,6 @@
 //! Quotas (SPEC S3): whom a session counts against, and the refusals when a limit is reached.
 //!
-//! Each session runs its own upstream, so sessions are what a client can exhaust. The registry
+//! Each session runs its own upstream, so sessions are what a client can exhaust. The table
 //! counts them globally ([`HttpOptions::max_sessions`]) and per [`Owner`]
 //! ([`HttpOptions::session_quota`]); the listener counts connections
 //! ([`HttpOptions::max_connections`]). Every refusal is `503` with `Retry-After` and a JSON-RPC

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::front::Front;
 use super::handler;
 use super::quota;
-use super::sessions::Registry;
+use super::sessions::SessionTable;
 use super::tls::PeerCertificate;
 
 /// How long a client may take to send a request's headers.
@@ -100,32 +100,32 @@ impl HttpServer {
 /// Starts serving `listener` in a task of its own.
 pub(crate) fn start(
     listener: TcpListener,
-    registry: Arc<Registry>,
+    table: Arc<SessionTable>,
     front: Arc<Front>,
 ) -> std::io::Result<HttpServer> {
     let local_addr = listener.local_addr()?;
     let scheme = if front.tls.is_some() { "https" } else { "http" };
-    let url = format!("{scheme}://{local_addr}{}", registry.options().path);
+    let url = format!("{scheme}://{local_addr}{}", table.options().path);
     let stop = CancellationToken::new();
-    let task = tokio::spawn(serve(listener, registry.clone(), front, stop.clone()));
+    let task = tokio::spawn(serve(listener, table.clone(), front, stop.clone()));
     Ok(HttpServer {
         local_addr,
         url,
         stop,
         task,
-        sessions: super::sessions::Sessions(registry),
+        sessions: super::sessions::Sessions(table),
     })
 }
 
 async fn serve(
     listener: TcpListener,
-    registry: Arc<Registry>,
+    table: Arc<SessionTable>,
     front: Arc<Front>,
     stop: CancellationToken,
 ) {
     let closing = CancellationToken::new();
     let mut connections = JoinSet::new();
-    let options = registry.options();
+    let options = table.options();
     // A replica's copy of a shared session may idle out sooner than the session itself.
     let idle = match (&options.shared_store, options.replica_idle_timeout) {
         (Some(_), Some(replica)) => replica.min(options.idle_timeout),
@@ -134,7 +134,7 @@ async fn serve(
     let every = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
     let mut reaper = tokio::time::interval(every);
     reaper.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let open = Arc::new(Semaphore::new(registry.options().max_connections));
+    let open = Arc::new(Semaphore::new(table.options().max_connections));
     let refusing = Arc::new(Semaphore::new(REFUSING));
     loop {
         tokio::select! {
@@ -142,11 +142,11 @@ async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => match open.clone().try_acquire_owned() {
                     Ok(permit) => {
-                        connections.spawn(connection(stream, peer, registry.clone(), front.clone(), closing.clone(), permit));
+                        connections.spawn(connection(stream, peer, table.clone(), front.clone(), closing.clone(), permit));
                     }
                     Err(_) => match refusing.clone().try_acquire_owned() {
                         Ok(permit) => {
-                            connections.spawn(refuse(stream, peer, registry.clone(), front.clone(), permit));
+                            connections.spawn(refuse(stream, peer, table.clone(), front.clone(), permit));
                         }
                         // Dropped: closed at once.
                         Err(_) => tracing::debug!(%peer, "connection limit reached; closing a connection unanswered"),
@@ -159,21 +159,21 @@ async fn serve(
                 }
             },
             Some(_) = connections.join_next() => {}
-            _ = reaper.tick() => registry.expire_idle(),
+            _ = reaper.tick() => table.expire_idle(),
         }
     }
     drop(listener);
-    let grace = registry.options().shutdown_grace;
+    let grace = table.options().shutdown_grace;
     tracing::info!("HTTP front stopping: no new connections; finishing requests in flight");
-    registry.begin_shutdown("the proxy is shutting down");
+    table.begin_shutdown("the proxy is shutting down");
     let deadline = Instant::now() + grace;
-    while registry.in_flight() > 0 && Instant::now() < deadline {
+    while table.in_flight() > 0 && Instant::now() < deadline {
         tokio::select! {
             Some(_) = connections.join_next() => {}
             _ = tokio::time::sleep(Duration::from_millis(20)) => {}
         }
     }
-    registry
+    table
         .end_all("the proxy is shutting down", grace + Duration::from_secs(5))
         .await;
     closing.cancel();
@@ -191,7 +191,7 @@ async fn serve(
 async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
-    registry: Arc<Registry>,
+    table: Arc<SessionTable>,
     front: Arc<Front>,
     closing: CancellationToken,
     // Held for as long as the connection is open: its place under the connection limit.
@@ -199,7 +199,7 @@ async fn connection(
 ) {
     let _ = stream.set_nodelay(true);
     let Some(acceptor) = front.tls.clone() else {
-        return serve_connection(stream, peer, None, registry, front, closing).await;
+        return serve_connection(stream, peer, None, table, front, closing).await;
     };
     let handshake = tokio::select! {
         done = tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)) => done,
@@ -233,20 +233,20 @@ async fn connection(
     if let Some(certificate) = &certificate {
         tracing::debug!(%peer, subject = certificate.identity.subject(), "TLS client certificate verified");
     }
-    serve_connection(stream, peer, certificate, registry, front, closing).await;
+    serve_connection(stream, peer, certificate, table, front, closing).await;
 }
 
 /// Answers the one request of a connection past the connection limit with `503` and closes it.
 async fn refuse(
     stream: TcpStream,
     peer: SocketAddr,
-    registry: Arc<Registry>,
+    table: Arc<SessionTable>,
     front: Arc<Front>,
     _permit: OwnedSemaphorePermit,
 ) {
-    let max = registry.options().max_connections;
+    let max = table.options().max_connections;
     tracing::warn!(%peer, max, "connection limit reached; refusing a connection");
-    let reject = quota::connections_full(registry.options());
+    let reject = quota::connections_full(table.options());
     let answer = async {
         match &front.tls {
             None => answer_once(stream, &reject).await,
@@ -284,19 +284,19 @@ async fn serve_connection<S>(
     stream: S,
     peer: SocketAddr,
     certificate: Option<Arc<PeerCertificate>>,
-    registry: Arc<Registry>,
+    table: Arc<SessionTable>,
     front: Arc<Front>,
     closing: CancellationToken,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |request| {
-        let registry = registry.clone();
+        let table = table.clone();
         let front = front.clone();
         let certificate = certificate.clone();
         async move {
             Ok::<_, Infallible>(
-                handler::handle(registry, front, certificate.as_deref(), peer.ip(), request).await,
+                handler::handle(table, front, certificate.as_deref(), peer.ip(), request).await,
             )
         }
     });

@@ -1,16 +1,16 @@
-//! The HTTP sessions (`Registry`): every open HTTP session, how one starts and how it ends.
+//! The HTTP sessions (`SessionTable`): every open HTTP session, how one starts and how it ends.
 //!
 //! A session here is one core [`Session`] (its own upstream, model state and forwarding loop)
 //! plus the [`Streams`] its messages travel on, and a router task that moves each message the
 //! core session writes for the client onto its stream. Stateful sessions are found by their
 //! `Mcp-Session-Id` (128 random bits, hex); stateless ones by their [`StatelessKey`]. The
-//! registry enforces the session limit and each owner's quota (see [`super::quota`]), ends
+//! session table enforces the session limit and each owner's quota (see [`super::quota`]), ends
 //! idle sessions, and ends them all at shutdown. A session stops counting the moment it is
 //! deleted, or once it has ended by itself or been ended as idle: the counts are taken from the
 //! open sessions themselves, never kept beside them, so there is no count to leak.
 //!
 //! With a shared store ([`HttpOptions::shared_store`]) a stateful session is also a record in
-//! the store: [`Registry::lookup`] restores a session another replica created (same principal
+//! the store: [`SessionTable::lookup`] restores a session another replica created (same principal
 //! only), renews its TTL on every request and takes in model state other replicas wrote; the
 //! router writes the handshake and changed state before each line reaches the client; `DELETE`
 //! removes the record, and a replica still holding the session drops it on its next use. A
@@ -147,7 +147,7 @@ impl SessionHandle {
 type Announced = (Arc<str>, String);
 
 /// Every open session.
-pub(crate) struct Registry {
+pub(crate) struct SessionTable {
     factory: SessionFactory,
     options: HttpOptions,
     stateful: Mutex<HashMap<Arc<str>, Arc<SessionHandle>>>,
@@ -165,7 +165,7 @@ pub(crate) struct Registry {
     outbox: Mutex<Option<mpsc::UnboundedReceiver<Announced>>>,
 }
 
-impl Registry {
+impl SessionTable {
     pub(crate) fn new(factory: SessionFactory, options: HttpOptions) -> Self {
         let (announce, outbox) = mpsc::unbounded_channel();
         Self {
@@ -314,17 +314,15 @@ impl Registry {
             return;
         };
         super::shared_streams::listen_for_answers(self);
-        let registry = Arc::downgrade(self);
+        let table = Arc::downgrade(self);
         store.backend.listen(Box::new(move |heard| {
-            let Some(registry) = registry.upgrade() else {
+            let Some(table) = table.upgrade() else {
                 return false;
             };
             match heard {
-                Heard::Ended(id) => {
-                    registry.forget(&id, "the session was ended on another replica")
-                }
+                Heard::Ended(id) => table.forget(&id, "the session was ended on another replica"),
                 Heard::ForStream { id, line } => {
-                    let handle = registry
+                    let handle = table
                         .stateful
                         .lock()
                         .ok()
@@ -341,13 +339,13 @@ impl Registry {
             true
         }));
         if let Some(fanout) = &store.fanout {
-            let registry = Arc::downgrade(self);
+            let table = Arc::downgrade(self);
             fanout.listen(Box::new(move |heard| {
-                let Some(registry) = registry.upgrade() else {
+                let Some(table) = table.upgrade() else {
                     return false;
                 };
                 if let Some(heard) = heard {
-                    registry.take_handshake(heard);
+                    table.take_handshake(heard);
                 }
                 true
             }));
@@ -1115,7 +1113,7 @@ impl SessionHandle {
     }
 }
 
-impl Registry {
+impl SessionTable {
     /// Every open session, for the admin API: stateful ones by start time, then stateless ones.
     pub(crate) fn summaries(&self) -> Vec<SessionSummary> {
         let mut all: Vec<SessionSummary> = self
@@ -1175,7 +1173,7 @@ impl Registry {
 /// # }
 /// ```
 #[derive(Clone)]
-pub struct Sessions(pub(crate) Arc<Registry>);
+pub struct Sessions(pub(crate) Arc<SessionTable>);
 
 impl std::fmt::Debug for Sessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use super::body::{self, Delivery};
 use super::reject::{Reject, SERVER_ERROR};
-use super::sessions::{Registry, SessionHandle, short};
+use super::sessions::{SessionHandle, SessionTable, short};
 use super::streams::{STANDALONE, Streams, event_id, parse_event_id};
 use crate::jsonrpc::{self, Message, range_in, splice};
 use crate::shared_store::StoreError;
@@ -65,11 +65,11 @@ pub(crate) struct Resumed {
 /// response (or, if that replica is gone, ends it with an error saying so). `None` when the
 /// id is not another replica's (the local streams serve it).
 pub(crate) async fn resume_elsewhere(
-    registry: &Registry,
+    table: &SessionTable,
     handle: &SessionHandle,
     last_event_id: Option<&str>,
 ) -> Result<Option<Resumed>, Reject> {
-    let Some(log) = registry.event_log() else {
+    let Some(log) = table.event_log() else {
         return Ok(None);
     };
     let Some((stream, after)) = last_event_id.and_then(parse_event_id) else {
@@ -101,7 +101,7 @@ pub(crate) async fn resume_elsewhere(
     }
     tracing::info!(session = %short(&session), stream, after, %owner, "resuming another replica's stream from the shared event store");
     let (tx, deliveries) = mpsc::unbounded_channel();
-    let retry_ms = registry.options().sse_retry_ms;
+    let retry_ms = table.options().sse_retry_ms;
     tokio::spawn(tail(log, session, stream, after, owner, stored, follow, tx));
     Ok(Some(Resumed {
         priming: body::priming(&event_id(stream, after), retry_ms),
@@ -217,11 +217,11 @@ async fn tail(
 /// one (with the original id put back), or, through the store, the one its id names. An answer
 /// for a replica that has stopped is refused (410), naming it.
 pub(crate) async fn answer(
-    registry: &Registry,
+    table: &SessionTable,
     handle: &SessionHandle,
     line: String,
 ) -> Result<(), Reject> {
-    let Some(log) = registry.event_log() else {
+    let Some(log) = table.event_log() else {
         return handle.send(line).await;
     };
     let id = match Message::parse(&line) {
@@ -261,12 +261,12 @@ pub(crate) async fn answer(
 /// (nothing done) for any other cancellation. A cancellation for a replica that has stopped
 /// is dropped: its request went with it.
 pub(crate) async fn cancelled(
-    registry: &Registry,
+    table: &SessionTable,
     handle: &SessionHandle,
     line: &str,
     params: Option<&str>,
 ) -> Result<bool, Reject> {
-    let Some(log) = registry.event_log() else {
+    let Some(log) = table.event_log() else {
         return Ok(false);
     };
     let Some(params) = params else {
@@ -308,17 +308,17 @@ pub(crate) async fn cancelled(
 }
 
 /// Takes the answers other replicas relay here into the sessions they belong to, for as long
-/// as the registry lives.
-pub(crate) fn listen_for_answers(registry: &Arc<Registry>) {
-    let Some(log) = registry.event_log() else {
+/// as the table lives.
+pub(crate) fn listen_for_answers(table: &Arc<SessionTable>) {
+    let Some(log) = table.event_log() else {
         return;
     };
-    let registry = Arc::downgrade(registry);
+    let table = Arc::downgrade(table);
     log.listen(Box::new(move |session, line| {
-        let Some(registry) = registry.upgrade() else {
+        let Some(table) = table.upgrade() else {
             return false;
         };
-        match registry.local(&session) {
+        match table.local(&session) {
             Some(handle) => {
                 tokio::spawn(async move {
                     if handle.send(line).await.is_err() {
@@ -339,8 +339,8 @@ pub(crate) fn listen_for_answers(registry: &Arc<Registry>) {
 /// announcement carries the stored handshake with `initialized` set. Nothing to do without a
 /// shared store's fan-out, or for a stateless session; a store that fails is logged (a replica
 /// that starts the upstream later replays the whole handshake).
-pub(crate) async fn initialized(registry: &Registry, handle: &SessionHandle) {
-    let Some(store) = registry.shared_store() else {
+pub(crate) async fn initialized(table: &SessionTable, handle: &SessionHandle) {
+    let Some(store) = table.shared_store() else {
         return;
     };
     let Some(fanout) = &store.fanout else {
@@ -349,7 +349,7 @@ pub(crate) async fn initialized(registry: &Registry, handle: &SessionHandle) {
     if handle.id.starts_with("stateless:") {
         return;
     }
-    let ttl = registry.options().idle_timeout;
+    let ttl = table.options().idle_timeout;
     let mut handshake = match store.backend.load(&handle.id, ttl).await {
         Ok(Some(stored)) => stored.meta.handshake,
         Ok(None) => return,
