@@ -37,6 +37,30 @@ stage_start() {
   stages_begin[$name]=$SECONDS
 }
 stage_wait() {
+  local status=0
+  stages_collect "$1" || status=$?
+  if [ "$status" -ne 0 ]; then
+    stages_summary
+    exit "$status"
+  fi
+}
+# `stage_wait_all NAME...`: waits for every one (each log printed), then fails like the first
+# that failed, so that one failure does not hide the others' results.
+stage_wait_all() {
+  local name status=0 first=0
+  for name in "$@"; do
+    status=0
+    stages_collect "$name" || status=$?
+    if [ "$first" -eq 0 ]; then
+      first=$status
+    fi
+  done
+  if [ "$first" -ne 0 ]; then
+    stages_summary
+    exit "$first"
+  fi
+}
+stages_collect() {
   local name="$1" start=$SECONDS status=0
   echo "== waiting for $name ==" >&2
   wait "${stages_pid[$name]}" || status=$?
@@ -46,10 +70,7 @@ stage_wait() {
   stages_log+=("$(printf '%5ss  %s (in the background; waited %ss)%s' \
     "$((SECONDS - stages_begin[$name]))" "$name" "$((SECONDS - start))" \
     "$([ "$status" -eq 0 ] || echo " (FAILED: exit $status)")")")
-  if [ "$status" -ne 0 ]; then
-    stages_summary
-    exit "$status"
-  fi
+  return "$status"
 }
 stages_stop_background() {
   local pid
