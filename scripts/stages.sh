@@ -44,22 +44,6 @@ stage_wait() {
     exit "$status"
   fi
 }
-# `stage_wait_all NAME...`: waits for every one (each log printed), then fails like the first
-# that failed, so that one failure does not hide the others' results.
-stage_wait_all() {
-  local name status=0 first=0
-  for name in "$@"; do
-    status=0
-    stages_collect "$name" || status=$?
-    if [ "$first" -eq 0 ]; then
-      first=$status
-    fi
-  done
-  if [ "$first" -ne 0 ]; then
-    stages_summary
-    exit "$first"
-  fi
-}
 stages_collect() {
   local name="$1" start=$SECONDS status=0
   echo "== waiting for $name ==" >&2
