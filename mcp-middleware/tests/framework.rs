@@ -566,7 +566,9 @@ async fn cancelling_a_hooked_call_cancels_it_upstream_and_observers_see_it() {
 #[tokio::test]
 async fn a_hooked_call_the_upstream_never_answers_times_out_and_is_cancelled_upstream() {
     let mut options = mcp_middleware::SessionOptions::default();
-    options.request_timeout = Some(std::time::Duration::from_secs(1));
+    // The timeout covers `initialize` too, which waits for the Python upstream to start: 1 s
+    // was too short for that on a loaded machine (load above ~13), 5 s is not.
+    options.request_timeout = Some(std::time::Duration::from_secs(5));
     let mut client = Client::initialized(proxy().options(options)).await;
     let answer = client.call_tool("hang", json!({})).await;
     assert_eq!(answer["error"]["code"], -32002, "{answer}");

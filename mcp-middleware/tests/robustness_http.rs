@@ -335,7 +335,9 @@ async fn an_idle_session_whose_client_left_ends_once_its_request_is_done() {
     let lifeline = read_fifo(&lifeline_path);
     let log = scratch.path("upstream.log");
     let mut session_options = SessionOptions::default();
-    session_options.request_timeout = Some(Duration::from_secs(1));
+    // The timeout covers `initialize` too, which waits for the Python upstream to start: 1 s
+    // was too short for that on a loaded machine (load above ~13), 5 s is not.
+    session_options.request_timeout = Some(Duration::from_secs(5));
     let server = serve(
         watched_upstream(&lifeline_path, &log),
         session_options,
@@ -354,7 +356,7 @@ async fn an_idle_session_whose_client_left_ends_once_its_request_is_done() {
         session
         // The client vanishes mid-call.
     };
-    // The request times out (1 s), then the session is idle (0.3 s) and ends, upstream and all.
+    // The request times out (5 s), then the session is idle (0.3 s) and ends, upstream and all.
     let started = Instant::now();
     let exited = tokio::task::spawn_blocking(move || lifeline.recv_timeout(WAIT).is_ok())
         .await
