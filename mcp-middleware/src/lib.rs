@@ -46,6 +46,7 @@
 //! 1. Wire and bookkeeping: [`jsonrpc`], [`transport`], `exchange` (ids, handshake), [`era`],
 //!    [`error`] (with [`HookResult`]), `model_state` (a model's `State` type, described), and
 //!    the helpers ([`pattern`], [`cache`], [`sealed_state`], [`trace_context`], `strict_json`,
+//!    `session_id` (how a session is named in logs and to hooks),
 //!    `unknown_fields`).
 //! 2. The servers and who calls: [`upstream`], [`auth`], [`routing`], [`llm`], [`project`].
 //! 3. [`context`]: what a hook knows and can do. It reaches what sits above it through traits
@@ -84,6 +85,7 @@ pub mod request_tap;
 pub mod routing;
 pub mod sealed_state;
 mod session;
+mod session_id;
 pub mod shared_store;
 mod strict_json;
 pub mod trace_context;

@@ -1010,9 +1010,9 @@ fn new_session_id() -> Result<String, Reject> {
 }
 
 /// How log lines name session `id`: the derived id its hooks and traces show
-/// (`crate::session::log_id`), never a part of the `Mcp-Session-Id`.
+/// (`crate::session_id::log_id`), never a part of the `Mcp-Session-Id`.
 pub(crate) fn short(id: &str) -> String {
-    crate::session::log_id(id)
+    crate::session_id::log_id(id)
 }
 
 /// One open HTTP session as an operator sees it (the admin API's `GET /api/sessions`).
@@ -1191,7 +1191,7 @@ impl Sessions {
     /// assert!(named.starts_with("http-") && !named.contains("01234567"));
     /// ```
     pub fn log_id(id: &str) -> String {
-        crate::session::log_id(id)
+        crate::session_id::log_id(id)
     }
 
     /// Every open session.

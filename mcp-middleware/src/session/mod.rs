@@ -52,7 +52,6 @@ mod upstream_end;
 mod upstream_state;
 
 pub(crate) use client_end::ClientEnd;
-pub(crate) use shared::log_id;
 pub(crate) use upstream_end::UpstreamEnd;
 use upstream_state::UpstreamState;
 

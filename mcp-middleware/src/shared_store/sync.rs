@@ -453,9 +453,9 @@ pub(crate) async fn with_documents(
     Ok(stored)
 }
 
-/// How logs name session `id` (`crate::session::log_id`).
+/// How logs name session `id` (`crate::session_id::log_id`).
 fn short(id: &str) -> String {
-    crate::session::log_id(id)
+    crate::session_id::log_id(id)
 }
 
 /// The models of `chain` whose `State` a shared store cannot carry (not serde), by name.
