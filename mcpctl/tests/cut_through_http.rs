@@ -11,52 +11,23 @@
 
 #[path = "../../mcp-middleware/tests/support/http_client.rs"]
 mod http_client;
+#[path = "support/process.rs"]
+mod process;
+#[path = "support/scratch.rs"]
+mod scratch;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::channel;
 
 use http_client::{Conn, WAIT, call, request, start_session};
+use scratch::Scratch;
 use serde_json::{Value, json};
 
 /// The size of the answer's text: 4 MB, written in two halves.
 const SIZE: usize = 4_000_000;
-
-/// A scratch directory for the gate FIFO, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new() -> Self {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "mcpctl-cut-through-http-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create the scratch directory");
-        Self(dir)
-    }
-
-    fn fifo(&self, name: &str) -> PathBuf {
-        let path = self.0.join(name);
-        let made = Command::new("mkfifo")
-            .arg(&path)
-            .status()
-            .expect("mkfifo runs");
-        assert!(made.success(), "mkfifo {}", path.display());
-        path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// `mcpctl serve ARGS -- python3 scripted_upstream.py`; the proxy and its upstreams (one
 /// process group) are killed when dropped.
@@ -108,10 +79,7 @@ impl Served {
 
 impl Drop for Served {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .stderr(Stdio::null())
-            .status();
+        process::kill_group(self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -137,7 +105,7 @@ fn open_event(held: &str, n: usize) -> Option<&str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_answer_reaches_the_http_client_while_the_upstream_is_still_writing_it() {
-    let scratch = Scratch::new();
+    let scratch = Scratch::new("mcpctl-cut-through-http");
     let gate = scratch.fifo("gate");
     let served = Served::start(&[]);
     let mut conn = Conn::connect(served.addr).await;
@@ -200,7 +168,7 @@ async fn a_large_answer_reaches_the_http_client_while_the_upstream_is_still_writ
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_cut_through_over_http_past_the_limit_is_ended_and_its_request_fails() {
-    let scratch = Scratch::new();
+    let scratch = Scratch::new("mcpctl-cut-through-http");
     let gate = scratch.fifo("gate");
     let served = Served::start(&["--max-message-bytes", "1048576"]);
     let mut conn = Conn::connect(served.addr).await;
