@@ -16,11 +16,9 @@ mod process;
 #[path = "support/scratch.rs"]
 mod scratch;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::channel;
 
 use http_client::{Conn, WAIT, call, request, start_session};
 use scratch::Scratch;
@@ -56,17 +54,7 @@ impl Served {
             .spawn()
             .expect("mcpctl serve starts");
         let stderr = child.stderr.take().expect("stderr is piped");
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if let Some(url) = line.strip_prefix("listening on http://") {
-                    let _ = tx.send(url.trim_end_matches("/mcp").to_owned());
-                } else {
-                    eprintln!("mcpctl: {line}");
-                }
-            }
-        });
+        let rx = process::listening_address(stderr);
         let mut served = Self {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),

@@ -13,7 +13,7 @@
 #[path = "../../mcp-middleware/tests/support/http_client.rs"]
 mod http_client;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -71,17 +71,7 @@ fn serve(lifeline: &std::path::Path) -> Served {
         .spawn()
         .expect("mcpctl serve starts");
     let stderr = child.stderr.take().expect("stderr is piped");
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if let Some(url) = line.strip_prefix("listening on http://") {
-                let _ = tx.send(url.trim_end_matches("/mcp").to_owned());
-            } else {
-                eprintln!("mcpctl: {line}");
-            }
-        }
-    });
+    let rx = process::listening_address(stderr);
     let authority = rx.recv_timeout(WAIT).expect("mcpctl serve listens");
     let addr = authority.parse().expect("a socket address");
     Served { child, addr }
@@ -124,6 +114,9 @@ async fn run_session(addr: SocketAddr, s: usize) -> Value {
     for lane in lanes {
         lane.await.expect("a lane of calls");
     }
+    // A new connection: the first one sat idle while the lanes ran, and on a loaded machine
+    // that can outlast the front's 30 s wait for the next request on a kept-alive connection.
+    let mut conn = Conn::connect(addr).await;
     let state = conn
         .post(Some(&session), &request(0, "state", json!({})))
         .await

@@ -44,3 +44,21 @@ pub fn proc_kib(pid: u32, field: &str) -> u64 {
         .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("no {field} for process {pid}"))
 }
+
+/// Reads the stderr of `mcpctl serve` in a thread: the address of its `listening on http://`
+/// line (`127.0.0.1:PORT`) is sent on the returned channel, every other line echoed to the
+/// test's stderr.
+pub fn listening_address(stderr: impl Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if let Some(url) = line.strip_prefix("listening on http://") {
+                let _ = tx.send(url.trim_end_matches("/mcp").to_owned());
+            } else {
+                eprintln!("mcpctl: {line}");
+            }
+        }
+    });
+    rx
+}
