@@ -9,16 +9,18 @@
 
 #[path = "support/http_client.rs"]
 mod http_client;
+#[path = "support/redis_server.rs"]
+mod redis_server;
 mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use http_client::{Conn, call, start_session};
 use mcp_middleware::Proxy;
 use mcp_middleware::http::{HttpOptions, HttpServer};
 use mcp_middleware::prelude::*;
 use mcp_middleware::shared_store::SharedStore;
+use redis_server::Redis;
 use serde_json::json;
 
 /// How many times `on_session_start` ran, in this process (both replicas are in it).
@@ -45,58 +47,6 @@ pub mod starts {
     pub async fn whoami(ctx: &Context) -> HookResult<String> {
         let started = ctx.state(|state: &mut State| state.started)?;
         Ok(format!("{} {started}", ctx.session_id()))
-    }
-}
-
-/// A `redis-server` child, killed when dropped (also when the test fails).
-struct Redis {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Redis {
-    async fn start() -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let mut child = std::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("redis-server starts (is it installed?)");
-        // Ready once it logs so (its log is its stdout); the read ends at EOF if it exits.
-        let log = child.stdout.take().expect("redis-server's stdout is piped");
-        let redis = Self {
-            child,
-            url: format!("redis://127.0.0.1:{port}/0"),
-        };
-        let ready = tokio::task::spawn_blocking(move || {
-            use std::io::BufRead;
-            std::io::BufReader::new(log)
-                .lines()
-                .map_while(Result::ok)
-                .any(|line| line.contains("Ready to accept connections"))
-        });
-        let ready = tokio::time::timeout(Duration::from_secs(30), ready)
-            .await
-            .expect("redis-server never said it was ready");
-        assert!(ready.expect("the log reader"), "redis-server exited early");
-        redis
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

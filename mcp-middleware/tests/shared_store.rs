@@ -7,6 +7,10 @@
 
 use mcp_middleware::prelude::*;
 
+#[cfg(feature = "redis")]
+#[path = "support/redis_server.rs"]
+mod redis_server;
+
 /// A model whose state derives serde: storable.
 #[proxy_model]
 pub mod counted {
@@ -74,47 +78,8 @@ async fn serving_with_a_shared_store_refuses_a_model_whose_state_cannot_travel()
     use mcp_middleware::upstream::StdioServer;
     use mcp_middleware::{Proxy, ProxyError};
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
-    let mut child = std::process::Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("redis-server starts (is it installed?)");
-    struct Kill<'a>(&'a mut std::process::Child);
-    impl Drop for Kill<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    // Ready once it logs so (its log is its stdout); the read ends at EOF if it exits first.
-    let log = child.stdout.take().expect("redis-server's stdout is piped");
-    let ready = tokio::task::spawn_blocking(move || {
-        use std::io::BufRead;
-        std::io::BufReader::new(log)
-            .lines()
-            .map_while(Result::ok)
-            .any(|line| line.contains("Ready to accept connections"))
-    });
-    let _kill = Kill(&mut child);
-    let ready = tokio::time::timeout(std::time::Duration::from_secs(30), ready)
-        .await
-        .expect("redis-server never said it was ready");
-    assert!(
-        ready.expect("the log reader"),
-        "redis-server exited before it was ready"
-    );
-    let url = format!("redis://127.0.0.1:{port}/0");
+    let redis = redis_server::Redis::start().await;
+    let url = redis.url.clone();
     let store = SharedStore::redis(&url, "tests")
         .await
         .expect("redis-server answers once ready");

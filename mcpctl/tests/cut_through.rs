@@ -9,7 +9,7 @@
 
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 mod process;
 #[path = "support/scratch.rs"]
 mod scratch;
-use scratch::Scratch;
+use scratch::{Scratch, open_gate};
 
 /// How long any one expected event may take before a test fails.
 const WAIT: Duration = Duration::from_secs(20);
@@ -151,16 +151,6 @@ impl Drop for Proxy {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Opens the gate FIFO for writing and closes it: the paused upstream goes on.
-fn open_gate(gate: &Path) {
-    drop(
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(gate)
-            .expect("open the gate"),
-    );
 }
 
 /// Whether `held` has at least `n` bytes and no line end: a line still arriving.

@@ -17,11 +17,11 @@ mod process;
 mod scratch;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use http_client::{Conn, WAIT, call, request, start_session};
-use scratch::Scratch;
+use scratch::{Scratch, open_gate};
 use serde_json::{Value, json};
 
 /// The size of the answer's text: 4 MB, written in two halves.
@@ -71,16 +71,6 @@ impl Drop for Served {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Opens the gate FIFO for writing and closes it: the paused upstream goes on.
-fn open_gate(gate: &Path) {
-    drop(
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(gate)
-            .expect("open the gate"),
-    );
 }
 
 /// The event being received: what follows the last complete event (`\n\n`), when at least

@@ -47,3 +47,14 @@ impl Drop for Scratch {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// Opens the FIFO `gate` for writing and closes it again: an upstream paused until its gate
+/// opens (`scripted_upstream.py`'s `big_paused`) goes on.
+pub fn open_gate(gate: &std::path::Path) {
+    drop(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(gate)
+            .expect("open the gate"),
+    );
+}
