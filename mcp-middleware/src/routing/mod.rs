@@ -955,6 +955,20 @@ mod tests {
     }
 
     #[test]
+    fn checked_params_keep_their_numbers() {
+        // Checked params are forwarded re-serialised: each number must survive that exactly,
+        // and forwarding the result again must change nothing (fuzz/routing found a double
+        // that moved by one unit in the last place, and an integer past u64 that kept moving).
+        let router = single(Routes::new().hide("get-env"));
+        let sent = |params: &str| router.decide("tools/call", Some(params), &ANON).params;
+        let exact = r#"{"name":"echo","arguments":{"v":7.777776777777779e+108,"w":0.1,"n":-0.0,"i":18446744073709551615}}"#;
+        assert_eq!(sent(exact).unwrap(), exact);
+        let huge = format!(r#"{{"name":"echo","x":7{}1}}"#, "7".repeat(107));
+        let once = sent(&huge).unwrap();
+        assert_eq!(sent(&once).unwrap(), once, "not a fixed point: {once}");
+    }
+
+    #[test]
     fn no_routes_no_router() {
         assert!(Router::new(&Routes::new(), &Upstream::Stdio(StdioServer::new("x"))).is_none());
     }
