@@ -57,8 +57,8 @@
 //! FORWARDING_BENCH_ONLY=http cargo bench -p mcpctl --bench forwarding  # or stdio: one half
 //! ```
 //!
-//! When run without `--bench` (as `cargo test --benches` does), it runs the quick counts, as a
-//! smoke test; a debug build (what `cargo test` makes) prints its table but judges no target,
+//! When run without `--bench` (as `cargo test --benches` does), it runs every path once with a
+//! few calls each (`Counts::smoke`), as a smoke test; a debug build (what `cargo test` makes) prints its table but judges no target,
 //! since its figures measure nothing.
 
 mod client;
@@ -143,9 +143,12 @@ fn main() {
         }
         return;
     }
-    let quick = std::env::var_os(QUICK_ENV).is_some_and(|v| v == "1")
-        || !std::env::args().any(|arg| arg == "--bench");
-    if let Err(err) = run::run(&run::Counts::new(quick)) {
+    let counts = if !std::env::args().any(|arg| arg == "--bench") {
+        run::Counts::smoke()
+    } else {
+        run::Counts::new(std::env::var_os(QUICK_ENV).is_some_and(|v| v == "1"))
+    };
+    if let Err(err) = run::run(&counts) {
         eprintln!("forwarding bench failed: {err}");
         std::process::exit(1);
     }

@@ -33,7 +33,8 @@ const BIG_MESSAGE_BYTES: usize = 16 << 20;
 
 /// How much of everything to do.
 pub(super) struct Counts {
-    quick: bool,
+    /// How the run is named in its first line: "", " (quick)" or " (smoke)".
+    label: &'static str,
     rounds: usize,
     latency_warmup: usize,
     latency_calls: usize,
@@ -48,7 +49,7 @@ impl Counts {
     pub(super) fn new(quick: bool) -> Self {
         if quick {
             Self {
-                quick,
+                label: " (quick)",
                 rounds: 2,
                 latency_warmup: 20,
                 latency_calls: 200,
@@ -60,7 +61,7 @@ impl Counts {
             }
         } else {
             Self {
-                quick,
+                label: "",
                 rounds: 5,
                 latency_warmup: 200,
                 latency_calls: 2_000,
@@ -70,6 +71,23 @@ impl Counts {
                 blob_iterations: 30,
                 idle_sessions: 64,
             }
+        }
+    }
+
+    /// The smoke run `cargo test` makes (a debug build, without `--bench`): every path once, a
+    /// few calls each. Its figures judge nothing, so it does no more than prove the paths work.
+    pub(super) fn smoke() -> Self {
+        Self {
+            label: " (smoke)",
+            rounds: 1,
+            latency_warmup: 5,
+            latency_calls: 40,
+            pipelined_calls: 64,
+            // Two calls per session at 32 sessions.
+            http_calls: 64,
+            list_iterations: 1,
+            blob_iterations: 1,
+            idle_sessions: 4,
         }
     }
 }
@@ -345,7 +363,7 @@ pub(super) fn run(counts: &Counts) -> io::Result<()> {
         "forwarding bench{}: {} rounds; echo {} calls (+{} warm-up); stdio {} calls with {} in \
          flight; HTTP {} calls over 1, 4, 8 and 32 sessions; tools/list x{} ({} tools, {:.2} MB); \
          1 MiB result x{}; {} idle HTTP sessions",
-        if counts.quick { " (quick)" } else { "" },
+        counts.label,
         counts.rounds,
         counts.latency_calls,
         counts.latency_warmup,
