@@ -24,7 +24,10 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use redis::aio::ConnectionManager;
 
-use super::{Backend, Heard, Saved, SessionMeta, StatesWrite, StoreError, StoredSession, Touched};
+use super::handshake::{Change, Numbered};
+use super::{
+    Backend, Changed, Heard, Saved, SessionMeta, StatesWrite, StoreError, StoredSession, Touched,
+};
 
 /// How long one store operation may take before the request fails.
 const OP_TIMEOUT: Duration = Duration::from_secs(1);
@@ -102,18 +105,63 @@ return out
 
 /// Writes the meta (and `v` = 0 for a new session), the key of the owner's quota set (`q`,
 /// KEYS[3], for `DELETE`) and renews the TTL to ARGV[2] ms, the session's entry ARGV[3] in
-/// that set (if it has one) with it; 0 (nothing written) when the session was ended.
+/// that set (if it has one) with it; 0 (nothing written) when the session was ended. A new
+/// (or lost) record also gets the handshake's parts, ARGV[4] field/value pairs after ARGV[4],
+/// and its handshake counter `hv` starts at the server's clock in microseconds, so that the
+/// changes of a session the store lost and a replica wrote again are numbered after every
+/// earlier one. An existing record's handshake parts change only through `SAVE_HANDSHAKE`.
 const SAVE_META: &str = r"
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+local t = redis.call('TIME')
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local last = 4 + 2 * tonumber(ARGV[4])
+  for i = 5, last, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+  -- As a string: Lua would write a number this large with an exponent.
+  redis.call('HSET', KEYS[1], 'hv', t[1] .. string.sub('00000' .. t[2], -6))
+end
 redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'q', KEYS[3])
 redis.call('HSETNX', KEYS[1], 'v', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if redis.call('ZADD', KEYS[3], 'XX', 'CH', now + tonumber(ARGV[2]), ARGV[3]) == 1 then
   redis.call('PEXPIRE', KEYS[3], ARGV[2])
 end
 return 1
+";
+
+/// Applies handshake changes to session KEYS[1], each in its own field, each numbered by
+/// the session's handshake counter `hv` (HINCRBY: the store orders them): ARGV[2] kind/arg
+/// pairs follow ARGV[1] (the TTL in ms, renewed). `level` sets `h:level`; `sub` and `unsub`
+/// set `h:sub:{uri}` to 1 and 0 (an unsubscribe is kept, so that it also overrides a record
+/// of the previous format); `initialized` sets `h:initialized` once, numbered 0 when it was
+/// set already. Returns each change's number, or -2 when the session is missing, -3 when it
+/// was ended (KEYS[2] marks it).
+const SAVE_HANDSHAKE: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  if redis.call('EXISTS', KEYS[2]) == 1 then return -3 end
+  return -2
+end
+local out = {}
+for i = 2, #ARGV, 2 do
+  local kind, arg = ARGV[i], ARGV[i + 1]
+  local changed = true
+  if kind == 'level' then
+    redis.call('HSET', KEYS[1], 'h:level', arg)
+  elseif kind == 'sub' then
+    redis.call('HSET', KEYS[1], 'h:sub:' .. arg, '1')
+  elseif kind == 'unsub' then
+    redis.call('HSET', KEYS[1], 'h:sub:' .. arg, '0')
+  else
+    changed = redis.call('HSETNX', KEYS[1], 'h:initialized', '1') == 1
+  end
+  if changed then
+    out[#out + 1] = redis.call('HINCRBY', KEYS[1], 'hv', 1)
+  else
+    out[#out + 1] = 0
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return out
 ";
 
 /// Counts owner's sessions in the quota set KEYS[1] and, below the limit ARGV[2], adds
@@ -154,6 +202,7 @@ pub(super) struct RedisBackend {
     delete: redis::Script,
     claim: redis::Script,
     load: redis::Script,
+    save_handshake: redis::Script,
 }
 
 impl RedisBackend {
@@ -179,6 +228,7 @@ impl RedisBackend {
             delete: script(DELETE),
             claim: script(CLAIM),
             load: script(LOAD),
+            save_handshake: script(SAVE_HANDSHAKE),
         };
         backend.ping().await?;
         Ok(backend)
@@ -345,8 +395,32 @@ impl Backend for RedisBackend {
             let Some(meta) = fields.get("meta") else {
                 return Ok(None);
             };
-            let meta: SessionMeta =
+            let mut meta: SessionMeta =
                 serde_json::from_str(meta).map_err(|err| self.corrupt(format!("`meta`: {err}")))?;
+            // What `meta` says of the handshake is the base (a record of the previous format
+            // kept it all there); the fields of each concern override it.
+            let handshake = &mut meta.handshake;
+            if let Some(level) = fields.get("h:level") {
+                handshake.log_level = Some(level.clone());
+            }
+            for (field, value) in fields.range("h:sub:".to_owned()..) {
+                let Some(uri) = field.strip_prefix("h:sub:") else {
+                    break;
+                };
+                match value.as_str() {
+                    "1" => handshake.subscriptions.insert(uri.to_owned()),
+                    _ => handshake.subscriptions.remove(uri),
+                };
+            }
+            if fields.contains_key("h:initialized") {
+                handshake.initialized = true;
+            }
+            let handshake_seq = match fields.get("hv") {
+                Some(hv) => hv
+                    .parse()
+                    .map_err(|err| self.corrupt(format!("`hv`: {err}")))?,
+                None => 0,
+            };
             let version = match fields.get("v") {
                 Some(v) => v
                     .parse()
@@ -363,6 +437,7 @@ impl Backend for RedisBackend {
             }
             Ok(Some(StoredSession {
                 meta,
+                handshake_seq,
                 version,
                 states,
                 documents: BTreeMap::new(),
@@ -404,14 +479,40 @@ impl Backend for RedisBackend {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
-            let json = serde_json::to_string(meta).map_err(|err| self.corrupt(err.to_string()))?;
+            // `meta` keeps the `initialize`; the rest of the handshake goes to its own fields
+            // (written here for a new record only: see `SAVE_META`).
+            let record = SessionMeta {
+                handshake: super::HandshakeRecord {
+                    initialize: meta.handshake.initialize.clone(),
+                    ..super::HandshakeRecord::default()
+                },
+                ..meta.clone()
+            };
+            let json =
+                serde_json::to_string(&record).map_err(|err| self.corrupt(err.to_string()))?;
+            let handshake = &meta.handshake;
+            let mut parts: Vec<(String, &str)> = handshake
+                .subscriptions
+                .iter()
+                .map(|uri| (format!("h:sub:{uri}"), "1"))
+                .collect();
+            if let Some(level) = &handshake.log_level {
+                parts.push(("h:level".to_owned(), level));
+            }
+            if handshake.initialized {
+                parts.push(("h:initialized".to_owned(), "1"));
+            }
             let mut invocation = self.save_meta.key(self.key(id));
             invocation
                 .key(self.ended_key(id))
                 .key(self.quota_key(&meta.owner))
                 .arg(json)
                 .arg(kept(ttl))
-                .arg(id);
+                .arg(id)
+                .arg(parts.len());
+            for (field, value) in parts {
+                invocation.arg(field).arg(value);
+            }
             let invocation = &invocation;
             let written: i64 = self
                 .bounded(
@@ -419,6 +520,58 @@ impl Backend for RedisBackend {
                 )
                 .await?;
             Ok(written == 1)
+        })
+    }
+
+    fn save_handshake<'a>(
+        &'a self,
+        id: &'a str,
+        changes: &'a [Change],
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Changed, StoreError>> {
+        Box::pin(async move {
+            let mut invocation = self.save_handshake.key(self.key(id));
+            invocation.key(self.ended_key(id)).arg(kept(ttl));
+            for change in changes {
+                match change {
+                    Change::Level { params } => invocation.arg("level").arg(params),
+                    Change::Subscribe { uri } => invocation.arg("sub").arg(uri),
+                    Change::Unsubscribe { uri } => invocation.arg("unsub").arg(uri),
+                    Change::Initialized => invocation.arg("initialized").arg(""),
+                };
+            }
+            let invocation = &invocation;
+            let answer: redis::Value = self
+                .bounded(
+                    |mut connection| async move { invocation.invoke_async(&mut connection).await },
+                )
+                .await?;
+            let numbers: Vec<i64> = match answer {
+                redis::Value::Int(-3) => return Ok(Changed::Ended),
+                redis::Value::Int(-2) => return Ok(Changed::Missing),
+                other => redis::from_redis_value(other)
+                    .map_err(|err| self.corrupt(format!("a handshake write's answer: {err}")))?,
+            };
+            if numbers.len() != changes.len() {
+                return Err(self.corrupt(format!(
+                    "a handshake write numbered {} of {} changes",
+                    numbers.len(),
+                    changes.len()
+                )));
+            }
+            Ok(Changed::Numbered(
+                changes
+                    .iter()
+                    .zip(numbers)
+                    .filter_map(|(change, seq)| {
+                        let seq = u64::try_from(seq).ok().filter(|seq| *seq > 0)?;
+                        Some(Numbered {
+                            seq,
+                            change: change.clone(),
+                        })
+                    })
+                    .collect(),
+            ))
         })
     }
 
