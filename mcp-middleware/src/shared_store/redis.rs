@@ -867,6 +867,164 @@ mod tests {
         Ok(())
     }
 
+    /// Two handles of one session (two replicas) change its handshake at once, many rounds:
+    /// levels and subscriptions from both, interleaved. Each change is kept on its own and
+    /// numbered by Redis, so the stored handshake holds, per concern, the change Redis
+    /// numbered last: nothing one handle wrote is overwritten by the other's view.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_handshake_changes_through_two_handles_are_all_kept()
+    -> Result<(), StoreError> {
+        use std::collections::{BTreeMap, BTreeSet};
+
+        const ROUNDS: usize = 150;
+        let server = Server::start().await;
+        let one = RedisBackend::connect(&server.url, "unit").await?;
+        let two = RedisBackend::connect(&server.url, "unit").await?;
+        assert!(one.save_meta("s", &meta(), TTL).await?);
+        let start = one
+            .load("s", TTL)
+            .await?
+            .ok_or_else(|| one.corrupt("gone".into()))?
+            .handshake_seq;
+        assert!(start > 0, "the counter starts at the server's clock");
+        // Handle `n` sets levels `n-i` and (un)subscribes URIs of its own and shared ones.
+        async fn changes(
+            store: &RedisBackend,
+            n: usize,
+        ) -> Result<Vec<Numbered>, StoreError> {
+            let mut numbered = Vec::new();
+            for i in 0..ROUNDS {
+                let uri = match i % 4 {
+                    0 | 1 => format!("mem://{n}/{}", i % 5),
+                    _ => format!("mem://shared/{}", i % 3),
+                };
+                let batch = [
+                    Change::Level {
+                        params: format!(r#"{{"level":"{n}-{i}"}}"#),
+                    },
+                    if i % 3 == 2 {
+                        Change::Unsubscribe { uri }
+                    } else {
+                        Change::Subscribe { uri }
+                    },
+                ];
+                let batch = if i % 2 == 0 { &batch[..] } else { &batch[1..] };
+                match store.save_handshake("s", batch, TTL).await? {
+                    Changed::Numbered(written) => {
+                        assert_eq!(written.len(), batch.len());
+                        numbered.extend(written);
+                    }
+                    other => panic!("the session is there: {other:?}"),
+                }
+            }
+            Ok(numbered)
+        }
+        let (a, b) = tokio::try_join!(changes(&one, 1), changes(&two, 2))?;
+        // Per concern, what Redis numbered last.
+        let mut last: BTreeMap<String, (u64, Change)> = BTreeMap::new();
+        for Numbered { seq, change } in a.into_iter().chain(b) {
+            assert!(seq > start);
+            let concern = format!("{:?}", change.concern());
+            if last.get(&concern).is_none_or(|(known, _)| *known < seq) {
+                last.insert(concern, (seq, change));
+            }
+        }
+        let mut level = None;
+        let mut subscribed = BTreeSet::new();
+        for (_, change) in last.into_values() {
+            match change {
+                Change::Level { params } => level = Some(params),
+                Change::Subscribe { uri } => {
+                    subscribed.insert(uri);
+                }
+                _ => {}
+            }
+        }
+        let loaded = two
+            .load("s", TTL)
+            .await?
+            .ok_or_else(|| two.corrupt("gone".into()))?;
+        assert_eq!(loaded.meta.handshake.log_level, level);
+        assert_eq!(loaded.meta.handshake.subscriptions, subscribed);
+        assert_eq!(
+            loaded.meta.handshake.initialize.as_deref(),
+            Some("{}"),
+            "the meta record is not written by a change"
+        );
+        assert!(loaded.handshake_seq >= start + (ROUNDS * 3) as u64);
+        // `initialized` is recorded once: the second is numbered 0 and not returned.
+        let first = one.save_handshake("s", &[Change::Initialized], TTL).await?;
+        assert!(matches!(&first, Changed::Numbered(n) if n.len() == 1), "{first:?}");
+        assert_eq!(
+            two.save_handshake("s", &[Change::Initialized], TTL).await?,
+            Changed::Numbered(Vec::new())
+        );
+        assert!(one.load("s", TTL).await?.is_some_and(|s| s.meta.handshake.initialized));
+        // An ended session takes no change.
+        assert!(one.delete("s", TTL).await?);
+        assert_eq!(
+            two.save_handshake("s", &[Change::Initialized], TTL).await?,
+            Changed::Ended
+        );
+        assert_eq!(
+            two.save_handshake("gone", &[Change::Initialized], TTL).await?,
+            Changed::Missing
+        );
+        Ok(())
+    }
+
+    /// A session written in the previous format (the whole handshake inside `meta`) is read:
+    /// its level and subscriptions are the base the fields of later changes override.
+    #[tokio::test]
+    async fn a_record_of_the_previous_format_is_read_and_changed() -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let store = RedisBackend::connect(&server.url, "unit").await?;
+        let old = r#"{"principal":"token:alice","owner":"token:alice","handshake":{"initialize":"{}","log_level":"{\"level\":\"info\"}","subscriptions":["mem://a","mem://b"],"initialized":true}}"#;
+        let key = store.key("old");
+        let (key, old) = (&key, old);
+        let _: i64 = store
+            .bounded(|mut connection| async move {
+                redis::cmd("HSET")
+                    .arg(key)
+                    .arg("meta")
+                    .arg(old)
+                    .arg("v")
+                    .arg(0)
+                    .query_async(&mut connection)
+                    .await
+            })
+            .await?;
+        let loaded = store
+            .load("old", TTL)
+            .await?
+            .ok_or_else(|| store.corrupt("gone".into()))?;
+        assert_eq!(
+            loaded.meta.handshake.log_level.as_deref(),
+            Some(r#"{"level":"info"}"#)
+        );
+        assert!(loaded.meta.handshake.initialized);
+        assert_eq!(loaded.handshake_seq, 0);
+        let changes = [
+            Change::Unsubscribe {
+                uri: "mem://a".into(),
+            },
+            Change::Subscribe {
+                uri: "mem://c".into(),
+            },
+        ];
+        store.save_handshake("old", &changes, TTL).await?;
+        let loaded = store
+            .load("old", TTL)
+            .await?
+            .ok_or_else(|| store.corrupt("gone".into()))?;
+        assert_eq!(
+            loaded.meta.handshake.subscriptions,
+            ["mem://b".to_owned(), "mem://c".to_owned()].into()
+        );
+        assert_eq!(loaded.handshake_seq, 2);
+        Ok(())
+    }
+
     /// Every operation on a Redis Cluster node: a script touching a key in another slot than
     /// its declared ones, or declaring keys of two slots, fails there (`CROSSSLOT`), which a
     /// standalone server never says.
@@ -899,6 +1057,13 @@ mod tests {
             Saved::Version(1)
         );
         assert!(store.load("s", TTL).await?.is_some());
+        let change = [Change::Subscribe {
+            uri: "mem://a".to_owned(),
+        }];
+        assert!(matches!(
+            store.save_handshake("s", &change, TTL).await?,
+            Changed::Numbered(n) if n.len() == 1
+        ));
         assert_eq!(store.documents("s", vec!["d1".to_owned()]).await?.len(), 1);
         store.release(owner, "nope").await?;
         assert!(store.delete("s", TTL).await?);
