@@ -111,3 +111,123 @@ async fn a_restored_session_keeps_its_start_and_its_id() {
     one.shutdown().await;
     two.shutdown().await;
 }
+
+/// What the upstream a replica runs for `session` was told (the scripted upstream's `state`).
+async fn upstream_state(conn: &mut Conn, session: &str, id: u64) -> serde_json::Value {
+    let messages = call(conn, session, id, "state", json!({})).await;
+    let answer = messages.last().expect("an answer");
+    answer["result"].clone()
+}
+
+/// The last level the upstream was told and the URIs it is subscribed to now.
+fn told(state: &serde_json::Value) -> (Option<String>, Vec<String>) {
+    let level = state["log_levels"]
+        .as_array()
+        .and_then(|levels| levels.last())
+        .and_then(|level| level.as_str())
+        .map(str::to_owned);
+    let subscribed = state["subscribed"]
+        .as_array()
+        .map(|uris| {
+            uris.iter()
+                .filter_map(|uri| uri.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    (level, subscribed)
+}
+
+const LEVELS: [&str; 4] = ["debug", "info", "warning", "error"];
+
+/// One session, two replicas: the client sets the log level through one while it subscribes
+/// and unsubscribes through the other, at once, many rounds, the last change of each side
+/// sent at the same moment. A third replica that restores the session afterwards replays the
+/// last level and exactly the subscriptions the client holds, and the two replicas' own
+/// upstreams end up told both (each heard the other's changes through the store).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_handshake_changes_on_two_replicas_all_reach_the_shared_store() {
+    const ROUNDS: usize = 30;
+    let redis = Redis::start().await;
+    let (one, two, three) = (
+        replica(&redis).await,
+        replica(&redis).await,
+        replica(&redis).await,
+    );
+    let mut first = Conn::connect(one.local_addr()).await;
+    let session = start_session(&mut first, "replica-sessions").await;
+    let mut second = Conn::connect(two.local_addr()).await;
+    // The second replica runs the session (and an upstream for it) before the race.
+    upstream_state(&mut second, &session, 1).await;
+    let uri = |i: usize| format!("mem://r{}", i % 7);
+    // What the client holds at the end: the last level, and the subscriptions its
+    // subscribes and unsubscribes (every third one) leave.
+    let level = LEVELS[(ROUNDS - 1) % LEVELS.len()];
+    let mut expected = std::collections::BTreeSet::new();
+    for i in 0..ROUNDS {
+        if i % 3 == 2 {
+            expected.remove(&uri(i));
+        } else {
+            expected.insert(uri(i));
+        }
+    }
+    let expected: Vec<String> = expected.into_iter().collect();
+    let last = tokio::sync::Barrier::new(2);
+    let levels = async {
+        for i in 0..ROUNDS {
+            if i == ROUNDS - 1 {
+                last.wait().await;
+            }
+            let params = json!({ "level": LEVELS[i % LEVELS.len()] });
+            let id = 100 + i as u64;
+            call(&mut first, &session, id, "logging/setLevel", params).await;
+        }
+    };
+    let subscriptions = async {
+        for i in 0..ROUNDS {
+            if i == ROUNDS - 1 {
+                last.wait().await;
+            }
+            let method = if i % 3 == 2 {
+                "resources/unsubscribe"
+            } else {
+                "resources/subscribe"
+            };
+            let id = 100 + i as u64;
+            call(&mut second, &session, id, method, json!({ "uri": uri(i) })).await;
+        }
+    };
+    tokio::join!(levels, subscriptions);
+    let mut third = Conn::connect(three.local_addr()).await;
+    let restored = upstream_state(&mut third, &session, 1000).await;
+    assert_eq!(
+        told(&restored),
+        (Some(level.to_owned()), expected.clone()),
+        "the restoring replica's upstream was replayed the last level and exactly the subscriptions: {restored}"
+    );
+    assert_eq!(
+        restored["log_levels"],
+        json!([level]),
+        "one level replayed"
+    );
+    // Both racing replicas' upstreams end up told both sides' changes (through the store's
+    // announcements, which take a moment: waited for, 20 s at most).
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    for (n, conn) in [&mut first, &mut second].into_iter().enumerate() {
+        let mut id = 2000 + 100 * n as u64;
+        loop {
+            let state = upstream_state(conn, &session, id).await;
+            if told(&state) == (Some(level.to_owned()), expected.clone()) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "replica {n}'s upstream never got both sides' last changes: {state}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            id += 1;
+        }
+    }
+    one.shutdown().await;
+    two.shutdown().await;
+    three.shutdown().await;
+}

@@ -13,6 +13,8 @@ server in streamableHttp mode (so a replica killed here leaves no child behind).
 - A sampling request from one replica's upstream is answered by the official client through
   another replica, and the answer reaches the upstream that asked.
 - The answer to a sampling request whose replica was killed gets `410 Gone` naming it.
+- The log level set through one replica while subscriptions change through another, at once:
+  a third replica restores both, and each racing replica's upstream ends up told both.
 
 Raw HTTP where the test must choose the replica (the SDK cannot say which one to resume on).
 Runs when `MCP_HTTP_PROXY` names the mcpctl binary.
@@ -38,7 +40,7 @@ if not HTTP:
 import anyio  # noqa: E402
 import httpx2  # noqa: E402
 import mcp_types as types  # noqa: E402
-from conftest import FIXTURES, READ_TIMEOUT, SERVER_JS, ServedProcess, free_port, text_of  # noqa: E402
+from conftest import EVENT_TIMEOUT, FIXTURES, READ_TIMEOUT, SERVER_JS, ServedProcess, free_port, text_of  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
@@ -353,3 +355,89 @@ async def test_initialized_through_another_replica_reaches_each_upstream_once(tm
         # Each replica's upstream (the creator's too) was told exactly once; three processes.
         assert [s["initialized"] for s in seen] == [1, 1, 1, 1], (seen, group.stderr())
         assert len({s["pid"] for s in seen}) == 3, seen
+
+
+LEVELS = ["debug", "info", "warning", "error"]
+ROUNDS = 40
+
+
+async def scripted_state(http: httpx2.AsyncClient, url: str, headers: dict[str, str], request_id: int) -> dict[str, Any]:
+    """What the scripted upstream the replica at `url` runs for the session was told."""
+    return (await rpc(http, url, headers, request_id, "state", {}))["result"]
+
+
+async def rpc(http: httpx2.AsyncClient, url: str, headers: dict[str, str], request_id: int, method: str,
+              params: dict[str, Any]) -> dict[str, Any]:
+    request = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    async with http.stream("POST", url, headers=headers, json=request) as response:
+        assert response.status_code == 200, await response.aread()
+        if response.headers["content-type"].startswith("text/event-stream"):
+            _, answer = await Sse(response).next()
+        else:
+            answer = json.loads(await response.aread())
+    assert "result" in answer, (method, answer)
+    return answer
+
+
+def told(state: dict[str, Any]) -> tuple[str | None, list[str]]:
+    levels = state["log_levels"]
+    return (levels[-1] if levels else None), state["subscribed"]
+
+
+async def test_concurrent_level_and_subscription_changes_on_two_replicas_are_all_restored(tmp_path: Path) -> None:
+    """One session; the client sets the log level through replica A while it subscribes and
+    unsubscribes through replica B, at once, ROUNDS times each, the last of each sent at the
+    same moment. Replica C, which never served the session, restores it: its upstream is
+    replayed the last level and exactly the subscriptions the client holds. A's and B's own
+    upstreams end up told both sides' last changes."""
+    script = FIXTURES / "scripted_upstream.py"
+    server = f"scripted:  command: {sys.executable}\n  args: [\"{script}\"]"
+    with replicas(tmp_path, "passthrough", server) as group:
+        a, b, c = group.urls()
+        async with httpx2.AsyncClient(timeout=READ_TIMEOUT) as http:
+            headers = await start_session(http, a, {})
+            await scripted_state(http, b, headers, 1)  # B runs the session before the race
+
+            def uri(i: int) -> str:
+                return f"mem://r{i % 7}"
+
+            expected: set[str] = set()
+            for i in range(ROUNDS):
+                (expected.discard if i % 3 == 2 else expected.add)(uri(i))
+            level = LEVELS[(ROUNDS - 1) % len(LEVELS)]
+            last = [anyio.Event(), anyio.Event()]
+
+            async def final(side: int) -> None:
+                last[side].set()
+                await last[1 - side].wait()
+
+            async def levels() -> None:
+                for i in range(ROUNDS):
+                    if i == ROUNDS - 1:
+                        await final(0)
+                    await rpc(http, a, headers, 100 + i, "logging/setLevel", {"level": LEVELS[i % len(LEVELS)]})
+
+            async def subscriptions() -> None:
+                for i in range(ROUNDS):
+                    if i == ROUNDS - 1:
+                        await final(1)
+                    method = "resources/unsubscribe" if i % 3 == 2 else "resources/subscribe"
+                    await rpc(http, b, headers, 100 + i, method, {"uri": uri(i)})
+
+            async with anyio.create_task_group() as race:
+                race.start_soon(levels)
+                race.start_soon(subscriptions)
+            restored = await scripted_state(http, c, headers, 1000)
+            assert told(restored) == (level, sorted(expected)), (restored, group.stderr())
+            assert restored["log_levels"] == [level], restored
+            # A and B hear each other's changes through the store: waited for, bounded.
+            for n, url in enumerate([a, b]):
+                request_id = 2000 + 100 * n
+                state = await scripted_state(http, url, headers, request_id)
+                with anyio.move_on_after(EVENT_TIMEOUT):
+                    while told(state) != (level, sorted(expected)):
+                        await anyio.sleep(0.05)
+                        request_id += 1
+                        state = await scripted_state(http, url, headers, request_id)
+                assert told(state) == (level, sorted(expected)), ("ABC"[n], state, group.stderr())
+                assert state["pid"] != restored["pid"]
