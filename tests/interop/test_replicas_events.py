@@ -358,7 +358,8 @@ async def test_initialized_through_another_replica_reaches_each_upstream_once(tm
 
 
 LEVELS = ["debug", "info", "warning", "error"]
-ROUNDS = 40
+ROUNDS = 15
+SESSIONS = 3
 
 
 async def scripted_state(http: httpx2.AsyncClient, url: str, headers: dict[str, str], request_id: int) -> dict[str, Any]:
@@ -384,60 +385,81 @@ def told(state: dict[str, Any]) -> tuple[str | None, list[str]]:
     return (levels[-1] if levels else None), state["subscribed"]
 
 
+async def race(http: httpx2.AsyncClient, group: Replicas, a: str, b: str, c: str) -> None:
+    """One session, two replicas, ROUNDS rounds at once on both: each round, the client sets the
+    log level and (un)subscribes three URIs of its own through replica A, and (un)subscribes four
+    other URIs through replica B, every request of a round in parallel. Replica C, which never
+    served the session, restores it: its upstream is replayed the last level and exactly the
+    subscriptions the client holds. Last, the level and five URIs' subscriptions are changed
+    through both at the same moment: all three upstreams end on the change the store ordered
+    last. A's and B's own upstreams end up told both sides' changes."""
+    headers = await start_session(http, a, {})
+    await scripted_state(http, b, headers, 1)  # B runs the session before the race
+
+    def change(side: str, n: int, i: int) -> tuple[str, str]:
+        """Round i's n-th change of `side`'s URIs: seven URIs each, every third round an
+        unsubscribe."""
+        uri = f"mem://{side}{(n + i) % 7}"
+        return ("resources/unsubscribe" if (n + i) % 3 == 2 else "resources/subscribe"), uri
+
+    expected: set[str] = set()
+    for i in range(ROUNDS):
+        for side, count in (("a", 3), ("b", 4)):
+            for n in range(count):
+                method, uri = change(side, n, i)
+                (expected.discard if method == "resources/unsubscribe" else expected.add)(uri)
+    ids = iter(range(100, 1_000_000))
+
+    async def round_on(url: str, requests: list[tuple[str, dict[str, Any]]]) -> None:
+        async with anyio.create_task_group() as burst:
+            for method, params in requests:
+                burst.start_soon(rpc, http, url, headers, next(ids), method, params)
+
+    async def side_a() -> None:
+        for i in range(ROUNDS):
+            requests = [("logging/setLevel", {"level": LEVELS[i % len(LEVELS)]})]
+            requests += [(m, {"uri": u}) for m, u in (change("a", n, i) for n in range(3))]
+            await round_on(a, requests)
+
+    async def side_b() -> None:
+        for i in range(ROUNDS):
+            await round_on(b, [(m, {"uri": u}) for m, u in (change("b", n, i) for n in range(4))])
+
+    async with anyio.create_task_group() as race:
+        race.start_soon(side_a)
+        race.start_soon(side_b)
+    # Last, the same concerns through both at the same moment: the store orders them,
+    # so whichever it took last, every replica must end on it.
+    contested = [f"mem://both{n}" for n in range(5)]
+    async with anyio.create_task_group() as same:
+        same.start_soon(round_on, a, [("logging/setLevel", {"level": "critical"}),
+                                      *(("resources/subscribe", {"uri": u}) for u in contested)])
+        same.start_soon(round_on, b, [("logging/setLevel", {"level": "alert"}),
+                                      *(("resources/unsubscribe", {"uri": u}) for u in contested)])
+    restored = await scripted_state(http, c, headers, 1)
+    level, subscribed = told(restored)
+    assert level in ("critical", "alert"), restored
+    assert restored["log_levels"] == [level], restored
+    assert set(subscribed) - set(contested) == expected, (restored, group.stderr())
+    # A and B hear each other's changes through the store: waited for, bounded.
+    for name, url in (("A", a), ("B", b)):
+        state = await scripted_state(http, url, headers, next(ids))
+        with anyio.move_on_after(EVENT_TIMEOUT):
+            while told(state) != (level, subscribed):
+                await anyio.sleep(0.05)
+                state = await scripted_state(http, url, headers, next(ids))
+        assert told(state) == (level, subscribed), (name, state, restored, group.stderr())
+        assert state["pid"] != restored["pid"]
+
+
 async def test_concurrent_level_and_subscription_changes_on_two_replicas_are_all_restored(tmp_path: Path) -> None:
-    """One session; the client sets the log level through replica A while it subscribes and
-    unsubscribes through replica B, at once, ROUNDS times each, the last of each sent at the
-    same moment. Replica C, which never served the session, restores it: its upstream is
-    replayed the last level and exactly the subscriptions the client holds. A's and B's own
-    upstreams end up told both sides' last changes."""
+    """`race` in SESSIONS sessions at once, each with its own pair of racing replicas and its
+    own restoring one."""
     script = FIXTURES / "scripted_upstream.py"
     server = f"scripted:  command: {sys.executable}\n  args: [\"{script}\"]"
     with replicas(tmp_path, "passthrough", server) as group:
-        a, b, c = group.urls()
+        urls = group.urls()
         async with httpx2.AsyncClient(timeout=READ_TIMEOUT) as http:
-            headers = await start_session(http, a, {})
-            await scripted_state(http, b, headers, 1)  # B runs the session before the race
-
-            def uri(i: int) -> str:
-                return f"mem://r{i % 7}"
-
-            expected: set[str] = set()
-            for i in range(ROUNDS):
-                (expected.discard if i % 3 == 2 else expected.add)(uri(i))
-            level = LEVELS[(ROUNDS - 1) % len(LEVELS)]
-            last = [anyio.Event(), anyio.Event()]
-
-            async def final(side: int) -> None:
-                last[side].set()
-                await last[1 - side].wait()
-
-            async def levels() -> None:
-                for i in range(ROUNDS):
-                    if i == ROUNDS - 1:
-                        await final(0)
-                    await rpc(http, a, headers, 100 + i, "logging/setLevel", {"level": LEVELS[i % len(LEVELS)]})
-
-            async def subscriptions() -> None:
-                for i in range(ROUNDS):
-                    if i == ROUNDS - 1:
-                        await final(1)
-                    method = "resources/unsubscribe" if i % 3 == 2 else "resources/subscribe"
-                    await rpc(http, b, headers, 100 + i, method, {"uri": uri(i)})
-
-            async with anyio.create_task_group() as race:
-                race.start_soon(levels)
-                race.start_soon(subscriptions)
-            restored = await scripted_state(http, c, headers, 1000)
-            assert told(restored) == (level, sorted(expected)), (restored, group.stderr())
-            assert restored["log_levels"] == [level], restored
-            # A and B hear each other's changes through the store: waited for, bounded.
-            for n, url in enumerate([a, b]):
-                request_id = 2000 + 100 * n
-                state = await scripted_state(http, url, headers, request_id)
-                with anyio.move_on_after(EVENT_TIMEOUT):
-                    while told(state) != (level, sorted(expected)):
-                        await anyio.sleep(0.05)
-                        request_id += 1
-                        state = await scripted_state(http, url, headers, request_id)
-                assert told(state) == (level, sorted(expected)), ("ABC"[n], state, group.stderr())
-                assert state["pid"] != restored["pid"]
+            async with anyio.create_task_group() as sessions:
+                for k in range(SESSIONS):
+                    sessions.start_soon(race, http, group, urls[k % 3], urls[(k + 1) % 3], urls[(k + 2) % 3])

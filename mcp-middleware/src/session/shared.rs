@@ -131,8 +131,8 @@ impl Session {
         }
         let current = self.handshake_record();
         if let Some(tap) = &self.handshake_tap {
-            // Changed without telling the tap's reader: it announces this replica's changes
-            // only.
+            // Kept without waking the tap's reader: the whole record is only read when the
+            // session is written whole (`StateSync::flush`); changes travel one by one.
             tap.send_if_modified(|seen| {
                 *seen = current;
                 false
