@@ -154,11 +154,19 @@ async fn plain_replica(redis: &Redis) -> HttpServer {
 const LEVELS: [&str; 4] = ["debug", "info", "warning", "error"];
 
 /// Sends `requests` in `session` at once, one per connection of `conns`.
-async fn burst(conns: &mut [Conn], session: &str, ids: &mut u64, requests: Vec<(&str, serde_json::Value)>) {
-    let calls = conns.iter_mut().zip(requests).map(|(conn, (method, params))| {
-        *ids += 1;
-        call(conn, session, *ids, method, params)
-    });
+async fn burst(
+    conns: &mut [Conn],
+    session: &str,
+    ids: &mut u64,
+    requests: Vec<(&str, serde_json::Value)>,
+) {
+    let calls = conns
+        .iter_mut()
+        .zip(requests)
+        .map(|(conn, (method, params))| {
+            *ids += 1;
+            call(conn, session, *ids, method, params)
+        });
     futures_util::future::join_all(calls).await;
 }
 
@@ -255,7 +263,11 @@ async fn concurrent_handshake_changes_on_two_replicas_all_reach_the_shared_store
         matches!(level.as_deref(), Some("critical" | "alert")),
         "{restored}"
     );
-    assert_eq!(restored["log_levels"].as_array().map(Vec::len), Some(1), "one level replayed: {restored}");
+    assert_eq!(
+        restored["log_levels"].as_array().map(Vec::len),
+        Some(1),
+        "one level replayed: {restored}"
+    );
     let deterministic: std::collections::BTreeSet<String> = subscribed
         .iter()
         .filter(|uri| !contested.contains(uri))
@@ -278,7 +290,9 @@ async fn concurrent_handshake_changes_on_two_replicas_all_reach_the_shared_store
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "the {name} replica's upstream never ended on the stored handshake: {state} vs {restored}"
+                "the {name} replica's upstream never ended on the stored handshake: {:?} vs {:?}",
+                told(&state),
+                (&level, &subscribed)
             );
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }

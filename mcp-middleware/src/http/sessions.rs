@@ -376,8 +376,9 @@ impl SessionTable {
         else {
             return;
         };
-        if let Err(mpsc::error::TrySendError::Full(event)) =
-            handle.events.try_send(Event::Handshake(News::Announced(heard.changes)))
+        if let Err(mpsc::error::TrySendError::Full(event)) = handle
+            .events
+            .try_send(Event::Handshake(News::Announced(heard.changes)))
         {
             let events = handle.events.clone();
             tokio::spawn(async move {

@@ -351,7 +351,11 @@ pub(crate) async fn initialized(table: &SessionTable, handle: &SessionHandle) {
     }
     let ttl = table.options().idle_timeout;
     let changes = [crate::shared_store::handshake::Change::Initialized];
-    let numbered = match store.backend.save_handshake(&handle.id, &changes, ttl).await {
+    let numbered = match store
+        .backend
+        .save_handshake(&handle.id, &changes, ttl)
+        .await
+    {
         Ok(crate::shared_store::Changed::Numbered(numbered)) => numbered,
         Ok(_) => return,
         Err(err) => {

@@ -160,7 +160,8 @@ impl Session {
     /// Makes `change` (the one in force for its concern) this replica's: remembered, and sent
     /// to its upstream when that upstream was told otherwise.
     fn settle(&mut self, change: Change) {
-        let up = matches!(self.upstream, UpstreamState::Up(_)) && self.handshake.initialize.is_some();
+        let up =
+            matches!(self.upstream, UpstreamState::Up(_)) && self.handshake.initialize.is_some();
         let (method, params) = match change {
             Change::Level { params } => {
                 if self.handshake.log_level.as_deref() == Some(params.as_str()) {
@@ -173,18 +174,27 @@ impl Session {
                 if !self.handshake.subscriptions.insert(uri.clone()) {
                     return;
                 }
-                ("resources/subscribe", serde_json::json!({ "uri": uri }).to_string())
+                (
+                    "resources/subscribe",
+                    serde_json::json!({ "uri": uri }).to_string(),
+                )
             }
             Change::Unsubscribe { uri } => {
                 if !self.handshake.subscriptions.remove(&uri) {
                     return;
                 }
-                ("resources/unsubscribe", serde_json::json!({ "uri": uri }).to_string())
+                (
+                    "resources/unsubscribe",
+                    serde_json::json!({ "uri": uri }).to_string(),
+                )
             }
             Change::Initialized => return,
         };
         if up {
-            tracing::debug!(method, "the session's handshake changed on another replica; telling this replica's upstream");
+            tracing::debug!(
+                method,
+                "the session's handshake changed on another replica; telling this replica's upstream"
+            );
             self.send_proxy_request(method, &params);
         }
     }

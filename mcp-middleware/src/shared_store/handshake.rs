@@ -228,7 +228,11 @@ mod tests {
             seq: 2,
             change: Change::Unsubscribe { uri: "a".into() },
         };
-        assert_eq!(ledger.announced(unsubscribe), None, "older than the subscribe");
+        assert_eq!(
+            ledger.announced(unsubscribe),
+            None,
+            "older than the subscribe"
+        );
     }
 
     #[test]

@@ -888,10 +888,7 @@ mod tests {
             .handshake_seq;
         assert!(start > 0, "the counter starts at the server's clock");
         // Handle `n` sets levels `n-i` and (un)subscribes URIs of its own and shared ones.
-        async fn changes(
-            store: &RedisBackend,
-            n: usize,
-        ) -> Result<Vec<Numbered>, StoreError> {
+        async fn changes(store: &RedisBackend, n: usize) -> Result<Vec<Numbered>, StoreError> {
             let mut numbered = Vec::new();
             for i in 0..ROUNDS {
                 let uri = match i % 4 {
@@ -954,12 +951,19 @@ mod tests {
         assert!(loaded.handshake_seq >= start + (ROUNDS * 3) as u64);
         // `initialized` is recorded once: the second is numbered 0 and not returned.
         let first = one.save_handshake("s", &[Change::Initialized], TTL).await?;
-        assert!(matches!(&first, Changed::Numbered(n) if n.len() == 1), "{first:?}");
+        assert!(
+            matches!(&first, Changed::Numbered(n) if n.len() == 1),
+            "{first:?}"
+        );
         assert_eq!(
             two.save_handshake("s", &[Change::Initialized], TTL).await?,
             Changed::Numbered(Vec::new())
         );
-        assert!(one.load("s", TTL).await?.is_some_and(|s| s.meta.handshake.initialized));
+        assert!(
+            one.load("s", TTL)
+                .await?
+                .is_some_and(|s| s.meta.handshake.initialized)
+        );
         // An ended session takes no change.
         assert!(one.delete("s", TTL).await?);
         assert_eq!(
@@ -967,7 +971,8 @@ mod tests {
             Changed::Ended
         );
         assert_eq!(
-            two.save_handshake("gone", &[Change::Initialized], TTL).await?,
+            two.save_handshake("gone", &[Change::Initialized], TTL)
+                .await?,
             Changed::Missing
         );
         Ok(())
