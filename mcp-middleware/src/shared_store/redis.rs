@@ -5,10 +5,13 @@
 //! Cluster hash tag (`connection::key_prefix`), and every key a script touches is passed in
 //! `KEYS` (none is computed inside Lua), so the scripts run on a cluster as on one server.
 //!
-//! A session is one hash, `mcpm:{namespace}:session:{id}`: `meta` (JSON [`SessionMeta`]),
-//! `v` (the states' version), `q` (its owner's quota set), `s:{state type}` (each model
-//! state's skeleton) and `d:{digest}` (each document a skeleton refers to, see
-//! [`DOCUMENTS`](super::DOCUMENTS)): one TTL, one `DEL` and one renewal cover them all. Writes that must
+//! A session is one hash, `mcpm:{namespace}:session:{id}`: `meta` (JSON [`SessionMeta`]
+//! holding only the handshake's `initialize`), `v` (the states' version), `q` (its owner's
+//! quota set), `s:{state type}` (each model state's skeleton), `d:{digest}` (each document a
+//! skeleton refers to, see [`DOCUMENTS`](super::DOCUMENTS)), and the rest of the handshake,
+//! one change at a time (`handshake`): `h:level`, `h:sub:{uri}` (`1` or `0`),
+//! `h:initialized` and `hv`, the counter that numbers the changes. One TTL, one `DEL` and one
+//! renewal cover them all. Writes that must
 //! be atomic are Lua scripts: the compare-and-set of states checks `v` and writes in one step.
 //! The session's TTL is set to the idle timeout plus [`SLACK`] and renewed only once less
 //! than the idle timeout is left, so most requests renew nothing: one read-only script call,
