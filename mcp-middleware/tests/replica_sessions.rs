@@ -111,3 +111,193 @@ async fn a_restored_session_keeps_its_start_and_its_id() {
     one.shutdown().await;
     two.shutdown().await;
 }
+
+/// What the upstream a replica runs for `session` was told (the scripted upstream's `state`).
+async fn upstream_state(conn: &mut Conn, session: &str, id: u64) -> serde_json::Value {
+    let messages = call(conn, session, id, "state", json!({})).await;
+    let answer = messages.last().expect("an answer");
+    answer["result"].clone()
+}
+
+/// The last level the upstream was told and the URIs it is subscribed to now.
+fn told(state: &serde_json::Value) -> (Option<String>, Vec<String>) {
+    let level = state["log_levels"]
+        .as_array()
+        .and_then(|levels| levels.last())
+        .and_then(|level| level.as_str())
+        .map(str::to_owned);
+    let subscribed = state["subscribed"]
+        .as_array()
+        .map(|uris| {
+            uris.iter()
+                .filter_map(|uri| uri.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    (level, subscribed)
+}
+
+/// A replica without the `starts` model (whose start counter the other test reads).
+async fn plain_replica(redis: &Redis) -> HttpServer {
+    let store = SharedStore::redis(&redis.url, "replica-handshakes")
+        .await
+        .expect("redis answers");
+    let options = HttpOptions::default()
+        .listen("127.0.0.1:0".parse().expect("an address"))
+        .shared_store(store);
+    Proxy::new(support::scripted_upstream())
+        .serve_http(options)
+        .await
+        .expect("serve_http")
+}
+
+const LEVELS: [&str; 4] = ["debug", "info", "warning", "error"];
+
+/// Sends `requests` in `session` at once, one per connection of `conns`.
+async fn burst(
+    conns: &mut [Conn],
+    session: &str,
+    ids: &mut u64,
+    requests: Vec<(&str, serde_json::Value)>,
+) {
+    let calls = conns
+        .iter_mut()
+        .zip(requests)
+        .map(|(conn, (method, params))| {
+            *ids += 1;
+            call(conn, session, *ids, method, params)
+        });
+    futures_util::future::join_all(calls).await;
+}
+
+/// Round `i`'s `n`-th change of `side`'s URIs (seven each): an unsubscribe every third time.
+fn change(side: &str, n: usize, i: usize) -> (&'static str, String) {
+    let method = if (n + i) % 3 == 2 {
+        "resources/unsubscribe"
+    } else {
+        "resources/subscribe"
+    };
+    (method, format!("mem://{side}{}", (n + i) % 7))
+}
+
+/// One session, two replicas, many rounds at once on both: each round the client sets the log
+/// level and (un)subscribes three URIs of its own through one replica while it (un)subscribes
+/// four others through the other, every request of a round in parallel; last, the level and
+/// five URIs are changed through both at the same moment. A third replica that restores the
+/// session afterwards replays one level and exactly the subscriptions the client holds, and
+/// the two racing replicas' upstreams end on the same (each heard the other's changes through
+/// the store, and the store ordered the contested ones).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_handshake_changes_on_two_replicas_all_reach_the_shared_store() {
+    const ROUNDS: usize = 15;
+    let redis = Redis::start().await;
+    let (one, two, three) = (
+        plain_replica(&redis).await,
+        plain_replica(&redis).await,
+        plain_replica(&redis).await,
+    );
+    let mut first = Vec::new();
+    let mut second = Vec::new();
+    for _ in 0..6 {
+        first.push(Conn::connect(one.local_addr()).await);
+        second.push(Conn::connect(two.local_addr()).await);
+    }
+    let session = start_session(&mut first[0], "replica-sessions").await;
+    // The second replica runs the session (and an upstream for it) before the race.
+    upstream_state(&mut second[0], &session, 1).await;
+    let mut expected = std::collections::BTreeSet::new();
+    for i in 0..ROUNDS {
+        for (side, count) in [("a", 3), ("b", 4)] {
+            for n in 0..count {
+                let (method, uri) = change(side, n, i);
+                if method == "resources/unsubscribe" {
+                    expected.remove(&uri);
+                } else {
+                    expected.insert(uri);
+                }
+            }
+        }
+    }
+    let (mut ids_a, mut ids_b) = (100, 100_000);
+    let side_a = async {
+        for i in 0..ROUNDS {
+            let mut requests = vec![(
+                "logging/setLevel",
+                json!({ "level": LEVELS[i % LEVELS.len()] }),
+            )];
+            requests.extend((0..3).map(|n| {
+                let (method, uri) = change("a", n, i);
+                (method, json!({ "uri": uri }))
+            }));
+            burst(&mut first, &session, &mut ids_a, requests).await;
+        }
+    };
+    let side_b = async {
+        for i in 0..ROUNDS {
+            let requests = (0..4)
+                .map(|n| {
+                    let (method, uri) = change("b", n, i);
+                    (method, json!({ "uri": uri }))
+                })
+                .collect();
+            burst(&mut second, &session, &mut ids_b, requests).await;
+        }
+    };
+    tokio::join!(side_a, side_b);
+    // The same concerns through both at the same moment: the store orders them.
+    let contested: Vec<String> = (0..5).map(|n| format!("mem://both{n}")).collect();
+    let mut on_a = vec![("logging/setLevel", json!({ "level": "critical" }))];
+    let mut on_b = vec![("logging/setLevel", json!({ "level": "alert" }))];
+    for uri in &contested {
+        on_a.push(("resources/subscribe", json!({ "uri": uri })));
+        on_b.push(("resources/unsubscribe", json!({ "uri": uri })));
+    }
+    tokio::join!(
+        burst(&mut first, &session, &mut ids_a, on_a),
+        burst(&mut second, &session, &mut ids_b, on_b)
+    );
+    let mut third = Conn::connect(three.local_addr()).await;
+    let restored = upstream_state(&mut third, &session, 1).await;
+    let (level, subscribed) = told(&restored);
+    assert!(
+        matches!(level.as_deref(), Some("critical" | "alert")),
+        "{restored}"
+    );
+    assert_eq!(
+        restored["log_levels"].as_array().map(Vec::len),
+        Some(1),
+        "one level replayed: {restored}"
+    );
+    let deterministic: std::collections::BTreeSet<String> = subscribed
+        .iter()
+        .filter(|uri| !contested.contains(uri))
+        .cloned()
+        .collect();
+    assert_eq!(
+        deterministic, expected,
+        "the restoring replica's upstream was replayed exactly the subscriptions: {restored}"
+    );
+    // Both racing replicas' upstreams end on what the store holds (through the store's
+    // announcements, which take a moment: waited for, 20 s at most).
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    for (name, conn) in [("first", &mut first[0]), ("second", &mut second[0])] {
+        let mut id = 500_000;
+        loop {
+            id += 1;
+            let state = upstream_state(conn, &session, id).await;
+            if told(&state) == (level.clone(), subscribed.clone()) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the {name} replica's upstream never ended on the stored handshake: {:?} vs {:?}",
+                told(&state),
+                (&level, &subscribed)
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+    one.shutdown().await;
+    two.shutdown().await;
+    three.shutdown().await;
+}

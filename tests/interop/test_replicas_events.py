@@ -13,6 +13,8 @@ server in streamableHttp mode (so a replica killed here leaves no child behind).
 - A sampling request from one replica's upstream is answered by the official client through
   another replica, and the answer reaches the upstream that asked.
 - The answer to a sampling request whose replica was killed gets `410 Gone` naming it.
+- The log level set through one replica while subscriptions change through another, at once:
+  a third replica restores both, and each racing replica's upstream ends up told both.
 
 Raw HTTP where the test must choose the replica (the SDK cannot say which one to resume on).
 Runs when `MCP_HTTP_PROXY` names the mcpctl binary.
@@ -38,7 +40,7 @@ if not HTTP:
 import anyio  # noqa: E402
 import httpx2  # noqa: E402
 import mcp_types as types  # noqa: E402
-from conftest import FIXTURES, READ_TIMEOUT, SERVER_JS, ServedProcess, free_port, text_of  # noqa: E402
+from conftest import EVENT_TIMEOUT, FIXTURES, READ_TIMEOUT, SERVER_JS, ServedProcess, free_port, text_of  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
@@ -353,3 +355,111 @@ async def test_initialized_through_another_replica_reaches_each_upstream_once(tm
         # Each replica's upstream (the creator's too) was told exactly once; three processes.
         assert [s["initialized"] for s in seen] == [1, 1, 1, 1], (seen, group.stderr())
         assert len({s["pid"] for s in seen}) == 3, seen
+
+
+LEVELS = ["debug", "info", "warning", "error"]
+ROUNDS = 15
+SESSIONS = 3
+
+
+async def scripted_state(http: httpx2.AsyncClient, url: str, headers: dict[str, str], request_id: int) -> dict[str, Any]:
+    """What the scripted upstream the replica at `url` runs for the session was told."""
+    return (await rpc(http, url, headers, request_id, "state", {}))["result"]
+
+
+async def rpc(http: httpx2.AsyncClient, url: str, headers: dict[str, str], request_id: int, method: str,
+              params: dict[str, Any]) -> dict[str, Any]:
+    request = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    async with http.stream("POST", url, headers=headers, json=request) as response:
+        assert response.status_code == 200, await response.aread()
+        if response.headers["content-type"].startswith("text/event-stream"):
+            _, answer = await Sse(response).next()
+        else:
+            answer = json.loads(await response.aread())
+    assert "result" in answer, (method, answer)
+    return answer
+
+
+def told(state: dict[str, Any]) -> tuple[str | None, list[str]]:
+    levels = state["log_levels"]
+    return (levels[-1] if levels else None), state["subscribed"]
+
+
+async def race(http: httpx2.AsyncClient, group: Replicas, a: str, b: str, c: str) -> None:
+    """One session, two replicas, ROUNDS rounds at once on both: each round, the client sets the
+    log level and (un)subscribes three URIs of its own through replica A, and (un)subscribes four
+    other URIs through replica B, every request of a round in parallel. Replica C, which never
+    served the session, restores it: its upstream is replayed the last level and exactly the
+    subscriptions the client holds. Last, the level and five URIs' subscriptions are changed
+    through both at the same moment: all three upstreams end on the change the store ordered
+    last. A's and B's own upstreams end up told both sides' changes."""
+    headers = await start_session(http, a, {})
+    await scripted_state(http, b, headers, 1)  # B runs the session before the race
+
+    def change(side: str, n: int, i: int) -> tuple[str, str]:
+        """Round i's n-th change of `side`'s URIs: seven URIs each, every third round an
+        unsubscribe."""
+        uri = f"mem://{side}{(n + i) % 7}"
+        return ("resources/unsubscribe" if (n + i) % 3 == 2 else "resources/subscribe"), uri
+
+    expected: set[str] = set()
+    for i in range(ROUNDS):
+        for side, count in (("a", 3), ("b", 4)):
+            for n in range(count):
+                method, uri = change(side, n, i)
+                (expected.discard if method == "resources/unsubscribe" else expected.add)(uri)
+    ids = iter(range(100, 1_000_000))
+
+    async def round_on(url: str, requests: list[tuple[str, dict[str, Any]]]) -> None:
+        async with anyio.create_task_group() as burst:
+            for method, params in requests:
+                burst.start_soon(rpc, http, url, headers, next(ids), method, params)
+
+    async def side_a() -> None:
+        for i in range(ROUNDS):
+            requests = [("logging/setLevel", {"level": LEVELS[i % len(LEVELS)]})]
+            requests += [(m, {"uri": u}) for m, u in (change("a", n, i) for n in range(3))]
+            await round_on(a, requests)
+
+    async def side_b() -> None:
+        for i in range(ROUNDS):
+            await round_on(b, [(m, {"uri": u}) for m, u in (change("b", n, i) for n in range(4))])
+
+    async with anyio.create_task_group() as race:
+        race.start_soon(side_a)
+        race.start_soon(side_b)
+    # Last, the same concerns through both at the same moment: the store orders them,
+    # so whichever it took last, every replica must end on it.
+    contested = [f"mem://both{n}" for n in range(5)]
+    async with anyio.create_task_group() as same:
+        same.start_soon(round_on, a, [("logging/setLevel", {"level": "critical"}),
+                                      *(("resources/subscribe", {"uri": u}) for u in contested)])
+        same.start_soon(round_on, b, [("logging/setLevel", {"level": "alert"}),
+                                      *(("resources/unsubscribe", {"uri": u}) for u in contested)])
+    restored = await scripted_state(http, c, headers, 1)
+    level, subscribed = told(restored)
+    assert level in ("critical", "alert"), restored
+    assert restored["log_levels"] == [level], restored
+    assert set(subscribed) - set(contested) == expected, (restored, group.stderr())
+    # A and B hear each other's changes through the store: waited for, bounded.
+    for name, url in (("A", a), ("B", b)):
+        state = await scripted_state(http, url, headers, next(ids))
+        with anyio.move_on_after(EVENT_TIMEOUT):
+            while told(state) != (level, subscribed):
+                await anyio.sleep(0.05)
+                state = await scripted_state(http, url, headers, next(ids))
+        assert told(state) == (level, subscribed), (name, state, restored, group.stderr())
+        assert state["pid"] != restored["pid"]
+
+
+async def test_concurrent_level_and_subscription_changes_on_two_replicas_are_all_restored(tmp_path: Path) -> None:
+    """`race` in SESSIONS sessions at once, each with its own pair of racing replicas and its
+    own restoring one."""
+    script = FIXTURES / "scripted_upstream.py"
+    server = f"scripted:  command: {sys.executable}\n  args: [\"{script}\"]"
+    with replicas(tmp_path, "passthrough", server) as group:
+        urls = group.urls()
+        async with httpx2.AsyncClient(timeout=READ_TIMEOUT) as http:
+            async with anyio.create_task_group() as sessions:
+                for k in range(SESSIONS):
+                    sessions.start_soon(race, http, group, urls[k % 3], urls[(k + 1) % 3], urls[(k + 2) % 3])

@@ -41,6 +41,7 @@ use crate::project::Project;
 use crate::session::{Ended, Event, Session, SessionOptions};
 use crate::shared_store::events::EventLog;
 use crate::shared_store::fanout::{Fanout, HandshakeChanged};
+use crate::shared_store::handshake::{Change, News, Numbered};
 use crate::shared_store::sync::{Presence, StateSync, with_documents};
 use crate::shared_store::{
     HandshakeRecord, Heard, SessionMeta, SharedStore, StoreError, StoredSession,
@@ -375,8 +376,9 @@ impl SessionTable {
         else {
             return;
         };
-        if let Err(mpsc::error::TrySendError::Full(event)) =
-            handle.events.try_send(Event::Handshake(heard.handshake))
+        if let Err(mpsc::error::TrySendError::Full(event)) = handle
+            .events
+            .try_send(Event::Handshake(News::Announced(heard.changes)))
         {
             let events = handle.events.clone();
             tokio::spawn(async move {
@@ -594,7 +596,8 @@ impl SessionTable {
         }
         let shared = match &self.store {
             Some(store) => {
-                let handshake = session.tap_handshake();
+                let floor = restore.as_ref().map_or(0, |stored| stored.handshake_seq);
+                let handshake = session.tap_handshake(floor);
                 let scope = session.scope();
                 let ttl = self.options.idle_timeout;
                 let key = store_id.unwrap_or_else(|| id.clone());
@@ -655,7 +658,7 @@ impl SessionTable {
         });
         let mut run = tokio::spawn(session.run(events_rx));
         let router = handle.clone();
-        let mut shared = shared.map(|(sync, mut handshake)| {
+        let mut shared = shared.map(|(sync, (mut handshake, changes))| {
             // A restored session starts from the handshake it replays: its first write must
             // not replace the stored one by an empty one.
             let meta = SessionMeta {
@@ -663,7 +666,13 @@ impl SessionTable {
                 owner: router.owner.as_str().to_owned(),
                 handshake: handshake.borrow_and_update().clone(),
             };
-            (sync, handshake, meta)
+            Persisting {
+                sync,
+                handshake,
+                changes,
+                unwritten: Vec::new(),
+                meta,
+            }
         });
         let fanout = self.store.as_ref().and_then(|store| store.fanout.clone());
         tokio::spawn(async move {
@@ -672,14 +681,13 @@ impl SessionTable {
                     biased;
                     line = lines.recv() => match line {
                         Some(line) => {
-                            if let Some((sync, handshake, meta)) = &mut shared {
-                                // A change this replica's client made (one taken from another
-                                // replica does not mark the watch): the other replicas' upstreams
-                                // are told once it is stored.
-                                let changed = handshake.has_changed().unwrap_or(false);
-                                persist(&router, sync, handshake, meta).await;
-                                if changed {
-                                    announce_handshake(fanout.as_deref(), &router.id, &meta.handshake).await;
+                            if let Some(persisting) = &mut shared {
+                                // The changes this replica's client made are numbered by the
+                                // store, then the other replicas' upstreams are told of them.
+                                let numbered = persist(&router, persisting).await;
+                                if !numbered.is_empty() {
+                                    announce_handshake(fanout.as_deref(), &router.id, &numbered).await;
+                                    deliver(&router, Event::Handshake(News::Written(numbered)));
                                 }
                             }
                             route(&streams, line).await;
@@ -869,41 +877,73 @@ impl SessionTable {
     }
 }
 
-/// Writes what the client is about to be told of (the handshake, changed model state) to the
-/// shared store first, so that the client's next request finds it on any replica. A store
-/// that fails is logged and tried again with the next line; a session ended elsewhere ends.
-async fn persist(
-    handle: &SessionHandle,
-    sync: &StateSync,
-    handshake: &mut tokio::sync::watch::Receiver<HandshakeRecord>,
-    meta: &mut SessionMeta,
-) {
+/// What the router of a session kept in a shared store writes for it.
+struct Persisting {
+    sync: Arc<StateSync>,
+    /// The session's whole handshake memory (for a record written whole: a new session, or
+    /// one the store lost).
+    handshake: tokio::sync::watch::Receiver<HandshakeRecord>,
+    /// Each handshake change the client makes through this replica.
+    changes: mpsc::UnboundedReceiver<Change>,
+    /// Changes taken from `changes` not yet written (the store failed): the next line's.
+    unwritten: Vec<Change>,
+    meta: SessionMeta,
+}
+
+/// Writes what the client is about to be told of (the handshake changes, changed model
+/// state) to the shared store first, so that the client's next request finds it on any
+/// replica; returns the handshake changes written, with the numbers the store gave them. A
+/// store that fails is logged and tried again with the next line; a session ended elsewhere
+/// ends.
+async fn persist(handle: &SessionHandle, persisting: &mut Persisting) -> Vec<Numbered> {
     {
         // Also what another replica's client changed (taken in without marking the watch
         // changed, `Session::take_handshake`): the meta written is never older than the
         // session's.
-        let current = handshake.borrow_and_update();
-        if *current != meta.handshake {
-            meta.handshake = current.clone();
+        let current = persisting.handshake.borrow_and_update();
+        if *current != persisting.meta.handshake {
+            persisting.meta.handshake = current.clone();
         }
     }
-    match sync.flush(meta).await {
-        Ok(Presence::Live) => {}
-        Ok(Presence::Gone) => handle.close("the session was ended on another replica"),
+    while let Ok(change) = persisting.changes.try_recv() {
+        persisting.unwritten.push(change);
+    }
+    match persisting
+        .sync
+        .flush(&persisting.meta, &mut persisting.unwritten)
+        .await
+    {
+        Ok((Presence::Live, numbered)) => numbered,
+        Ok((Presence::Gone, _)) => {
+            handle.close("the session was ended on another replica");
+            Vec::new()
+        }
         Err(err) => {
-            tracing::warn!(session = %short(&handle.id), "{err}; the session's changes are written with its next answer")
+            tracing::warn!(session = %short(&handle.id), "{err}; the session's changes are written with its next answer");
+            Vec::new()
         }
     }
 }
 
-/// Tells the other replicas running session `id` its handshake memory is now `handshake`
-/// (`shared_store::fanout`); a store that fails is logged (their upstreams get it at their
-/// next restart, from the stored record).
-async fn announce_handshake(fanout: Option<&dyn Fanout>, id: &str, handshake: &HandshakeRecord) {
+/// Hands `event` to `handle`'s session without waiting on a full inbox (the router must not
+/// wait on the session, which may be waiting on the router).
+fn deliver(handle: &SessionHandle, event: Event) {
+    if let Err(mpsc::error::TrySendError::Full(event)) = handle.events.try_send(event) {
+        let events = handle.events.clone();
+        tokio::spawn(async move {
+            let _ = events.send(event).await;
+        });
+    }
+}
+
+/// Tells the other replicas running session `id` of its handshake `changes`, with their
+/// numbers (`shared_store::fanout`); a store that fails is logged (their upstreams get them at
+/// their next restart, from the stored record).
+async fn announce_handshake(fanout: Option<&dyn Fanout>, id: &str, changes: &[Numbered]) {
     let Some(fanout) = fanout else {
         return;
     };
-    if let Err(err) = fanout.announce(id, handshake).await {
+    if let Err(err) = fanout.announce(id, changes).await {
         tracing::warn!(session = %short(id), "{err}; other replicas' upstreams of the session were not told of its new log level or subscriptions");
     }
 }

@@ -336,7 +336,7 @@ pub(crate) fn listen_for_answers(table: &Arc<SessionTable>) {
 /// session): tells the other replicas running the session's upstream, the one that created it
 /// above all, before the client gets its `202`, so that each tells its own upstream at once
 /// and once (`Session::take_handshake`), before the client's next request can reach it. The
-/// announcement carries the stored handshake with `initialized` set. Nothing to do without a
+/// store records the change `initialized` (once: a second one is not announced). Nothing to do without a
 /// shared store's fan-out, or for a stateless session; a store that fails is logged (a replica
 /// that starts the upstream later replays the whole handshake).
 pub(crate) async fn initialized(table: &SessionTable, handle: &SessionHandle) {
@@ -350,20 +350,24 @@ pub(crate) async fn initialized(table: &SessionTable, handle: &SessionHandle) {
         return;
     }
     let ttl = table.options().idle_timeout;
-    let mut handshake = match store.backend.load(&handle.id, ttl).await {
-        Ok(Some(stored)) => stored.meta.handshake,
-        Ok(None) => return,
+    let changes = [crate::shared_store::handshake::Change::Initialized];
+    let numbered = match store
+        .backend
+        .save_handshake(&handle.id, &changes, ttl)
+        .await
+    {
+        Ok(crate::shared_store::Changed::Numbered(numbered)) => numbered,
+        Ok(_) => return,
         Err(err) => {
             tracing::warn!(session = %short(&handle.id), "{err}; other replicas' upstreams of the session were not told it initialized");
             return;
         }
     };
-    if handshake.initialized {
+    if numbered.is_empty() {
         // Recorded already: every replica that started the upstream since replayed it.
         return;
     }
-    handshake.initialized = true;
-    if let Err(err) = fanout.announce(&handle.id, &handshake).await {
+    if let Err(err) = fanout.announce(&handle.id, &numbered).await {
         tracing::warn!(session = %short(&handle.id), "{err}; other replicas' upstreams of the session were not told it initialized");
     }
 }

@@ -1,6 +1,6 @@
 //! The session's handshake memory as the loop keeps it: what a client request or an
 //! upstream answer adds to the [`Handshake`](crate::exchange::Handshake) a restarted upstream
-//! is replayed (and a shared store is told of).
+//! is replayed (and a shared store is told of, change by change: `shared`).
 
 use super::Session;
 use super::bridge::ClientEra;
@@ -10,6 +10,9 @@ impl Session {
     /// Keeps what a restarted upstream must be told again.
     pub(super) fn remember_state(&mut self, method: &str, params: Option<&str>) {
         self.handshake.remember(method, params);
+        if let Some(change) = crate::shared_store::handshake::Change::of_request(method, params) {
+            self.handshake_changed_here(change);
+        }
         if matches!(
             method,
             "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe"

@@ -168,7 +168,7 @@ pub(crate) enum Event {
     InputEnded,
     /// Another replica's client changed the session's log level or subscriptions (announced
     /// through the shared store): tell this replica's upstream (`shared`).
-    Handshake(crate::shared_store::HandshakeRecord),
+    Handshake(crate::shared_store::handshake::News),
 }
 
 /// A request sent upstream whose answer has not arrived.
@@ -314,6 +314,8 @@ pub(crate) struct Session {
     live: Option<crate::live::Follower>,
     /// Told of every change of `handshake` when a shared store keeps the session (`shared`).
     handshake_tap: Option<tokio::sync::watch::Sender<crate::shared_store::HandshakeRecord>>,
+    /// Each handshake change the client makes here, for the store to number (`shared`).
+    handshake_changes: Option<shared::HandshakeChanges>,
     /// Set for a session restored from the shared store: its `on_session_start` hooks ran on
     /// the replica that created it (`shared`).
     started_elsewhere: bool,
@@ -381,6 +383,7 @@ impl Session {
             malformed_from_upstream: 0,
             dropped_for_backlog: 0,
             handshake_tap: None,
+            handshake_changes: None,
             started_elsewhere: false,
         })
     }
@@ -440,7 +443,7 @@ impl Session {
                         tracing::debug!("the client's input ended; answering what is in flight first");
                         draining = Some(tokio::time::Instant::now() + self.options.input_closed_grace);
                     }
-                    Some(Event::Handshake(record)) => self.take_handshake(record),
+                    Some(Event::Handshake(news)) => self.take_handshake(news),
                     Some(Event::ClientClosed | Event::InputEnded) | None => break Ended::ClientClosed,
                 },
                 _ = tokio::time::sleep_until(draining.unwrap_or_else(tokio::time::Instant::now)), if draining.is_some() => {

@@ -1,16 +1,16 @@
 //! The seams the shared store (`crate::shared_store`) needs in a session: starting one from a
 //! stored handshake (the upstream is started and the handshake replayed to it, as after a
-//! restart), telling the store when the handshake memory changes, taking in a change another
-//! replica's client made (`logging/setLevel`, `resources/subscribe`/`unsubscribe`, sent on to
-//! the upstream this replica runs for the session), naming the session for its hooks, and
-//! reaching the session's model states.
+//! restart), telling the store of each handshake change the client makes here, taking in the
+//! change the store ordered last (another replica's client's `logging/setLevel`,
+//! `resources/subscribe`/`unsubscribe`, sent on to the upstream this replica runs for the
+//! session), naming the session for its hooks, and reaching the session's model states.
 //!
 //! A restored session does not run `on_session_start` again: the hooks ran on the replica that
 //! created the session, and what they set up in the model states comes from the store.
 
 use std::sync::Arc;
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use super::{Pending, ProxyRequest, Session, UpstreamState};
 use crate::auth::Identity;
@@ -20,8 +20,16 @@ use crate::jsonrpc;
 use crate::project::Project;
 use crate::session_id::stable_id;
 use crate::shared_store::HandshakeRecord;
+use crate::shared_store::handshake::{Change, Ledger, News};
 use crate::transport::queue::LineQueue;
 use crate::upstream::Upstream;
+
+/// The handshake changes a session's client makes, on their way to the store, and what the
+/// session knows of the store's order (`shared_store::handshake`).
+pub(crate) struct HandshakeChanges {
+    changes: mpsc::UnboundedSender<Change>,
+    ledger: Ledger,
+}
 
 impl Session {
     /// Starts a session another replica created, from its stored handshake: the upstream is
@@ -89,74 +97,114 @@ impl Session {
         }
     }
 
-    /// Takes in the handshake memory another replica's client changed (`record`, announced
-    /// through the store): a new log level and the subscriptions added or removed are sent to
-    /// the upstream this replica runs for the session (their answers are only logged when
-    /// refused), and remembered for the next replay. An upstream being started gets them with
-    /// its replay; one not running gets them when it starts. The `initialize` is not taken
-    /// (this replica replayed the same one). Nothing is announced again, so two replicas never
-    /// echo one change back and forth.
-    pub(crate) fn take_handshake(&mut self, record: HandshakeRecord) {
-        // The client initialized through another replica: this replica's upstream, started
-        // for the session's `initialize`, is told once. One being started gets it with its
-        // replay (`after_initialize`), one not running when it starts.
-        let initialized_elsewhere = record.initialized
-            && !self.handshake.initialized
-            && self.handshake.initialize.is_some();
-        if initialized_elsewhere {
-            self.handshake
-                .remember_notification("notifications/initialized");
-            if matches!(self.upstream, UpstreamState::Up(_)) {
-                tracing::debug!(
-                    "the client initialized through another replica; telling this replica's upstream"
-                );
-                self.send_upstream(jsonrpc::notification("notifications/initialized", None));
+    /// Takes in what the store says of the session's handshake (`shared_store::handshake`):
+    /// changes another replica's client made (announced) and the numbers of those made here
+    /// (written). Per concern, the change the store ordered last is what this replica keeps:
+    /// a new log level and subscriptions added or removed are sent to the upstream this
+    /// replica runs for the session (their answers are only logged when refused), and
+    /// remembered for the next replay. An upstream being started gets them with its replay;
+    /// one not running gets them when it starts. Nothing is announced again, so two replicas
+    /// never echo one change back and forth.
+    pub(crate) fn take_handshake(&mut self, news: News) {
+        let (written, changes) = match news {
+            News::Written(changes) => (true, changes),
+            News::Announced(changes) => (false, changes),
+        };
+        for numbered in changes {
+            if numbered.change == Change::Initialized {
+                if !written {
+                    self.initialized_elsewhere();
+                }
+                continue;
+            }
+            let Some(tracked) = &mut self.handshake_changes else {
+                return;
+            };
+            let settled = if written {
+                tracked.ledger.written(numbered)
+            } else {
+                tracked.ledger.announced(numbered)
+            };
+            if let Some(change) = settled {
+                self.settle(change);
             }
         }
-        let level = (record.log_level != self.handshake.log_level)
-            .then(|| record.log_level.clone())
-            .flatten();
-        let added: Vec<String> = record
-            .subscriptions
-            .difference(&self.handshake.subscriptions)
-            .cloned()
-            .collect();
-        let removed: Vec<String> = self
-            .handshake
-            .subscriptions
-            .difference(&record.subscriptions)
-            .cloned()
-            .collect();
-        if record.log_level.is_some() {
-            self.handshake.log_level = record.log_level;
-        }
-        self.handshake.subscriptions = record.subscriptions;
         let current = self.handshake_record();
         if let Some(tap) = &self.handshake_tap {
-            // Changed without telling the tap's reader: it announces this replica's changes
-            // only.
+            // Kept without waking the tap's reader: the whole record is only read when the
+            // session is written whole (`StateSync::flush`); changes travel one by one.
             tap.send_if_modified(|seen| {
                 *seen = current;
                 false
             });
         }
-        if !matches!(self.upstream, UpstreamState::Up(_)) || self.handshake.initialize.is_none() {
+    }
+
+    /// The client initialized through another replica: this replica's upstream, started for
+    /// the session's `initialize`, is told once. One being started gets it with its replay
+    /// (`after_initialize`), one not running when it starts.
+    fn initialized_elsewhere(&mut self) {
+        if self.handshake.initialized || self.handshake.initialize.is_none() {
             return;
         }
-        if let Some(level) = level {
+        self.handshake
+            .remember_notification("notifications/initialized");
+        if matches!(self.upstream, UpstreamState::Up(_)) {
             tracing::debug!(
-                "another replica's client set the log level; telling this replica's upstream"
+                "the client initialized through another replica; telling this replica's upstream"
             );
-            self.send_proxy_request("logging/setLevel", &level);
+            self.send_upstream(jsonrpc::notification("notifications/initialized", None));
         }
-        for (method, uris) in [
-            ("resources/subscribe", added),
-            ("resources/unsubscribe", removed),
-        ] {
-            for uri in uris {
-                let params = serde_json::json!({ "uri": uri }).to_string();
-                self.send_proxy_request(method, &params);
+    }
+
+    /// Makes `change` (the one in force for its concern) this replica's: remembered, and sent
+    /// to its upstream when that upstream was told otherwise.
+    fn settle(&mut self, change: Change) {
+        let up =
+            matches!(self.upstream, UpstreamState::Up(_)) && self.handshake.initialize.is_some();
+        let (method, params) = match change {
+            Change::Level { params } => {
+                if self.handshake.log_level.as_deref() == Some(params.as_str()) {
+                    return;
+                }
+                self.handshake.log_level = Some(params.clone());
+                ("logging/setLevel", params)
             }
+            Change::Subscribe { uri } => {
+                if !self.handshake.subscriptions.insert(uri.clone()) {
+                    return;
+                }
+                (
+                    "resources/subscribe",
+                    serde_json::json!({ "uri": uri }).to_string(),
+                )
+            }
+            Change::Unsubscribe { uri } => {
+                if !self.handshake.subscriptions.remove(&uri) {
+                    return;
+                }
+                (
+                    "resources/unsubscribe",
+                    serde_json::json!({ "uri": uri }).to_string(),
+                )
+            }
+            Change::Initialized => return,
+        };
+        if up {
+            tracing::debug!(
+                method,
+                "the session's handshake changed on another replica; telling this replica's upstream"
+            );
+            self.send_proxy_request(method, &params);
+        }
+    }
+
+    /// The client changed the handshake through this replica: the store numbers `change`
+    /// (`http::sessions`), and until it has, announcements of its concern wait.
+    pub(super) fn handshake_changed_here(&mut self, change: Change) {
+        if let Some(tracked) = &mut self.handshake_changes {
+            tracked.ledger.made(&change);
+            let _ = tracked.changes.send(change);
         }
     }
 
@@ -180,11 +228,24 @@ impl Session {
     }
 
     /// From now on, every change of the handshake memory is published on the returned watch
-    /// before the answer that caused it reaches the client.
-    pub(crate) fn tap_handshake(&mut self) -> watch::Receiver<HandshakeRecord> {
+    /// and each change the client makes on the returned channel, before the answer that
+    /// caused it reaches the client. `floor`: the store's handshake counter the session
+    /// started from (0 for a new one, `StoredSession::handshake_seq` for a restored one).
+    pub(crate) fn tap_handshake(
+        &mut self,
+        floor: u64,
+    ) -> (
+        watch::Receiver<HandshakeRecord>,
+        mpsc::UnboundedReceiver<Change>,
+    ) {
         let (tx, rx) = watch::channel(self.handshake_record());
         self.handshake_tap = Some(tx);
-        rx
+        let (changes, changed) = mpsc::unbounded_channel();
+        self.handshake_changes = Some(HandshakeChanges {
+            changes,
+            ledger: Ledger::new(floor),
+        });
+        (rx, changed)
     }
 
     /// Publishes the handshake memory if a store taps it and it changed.

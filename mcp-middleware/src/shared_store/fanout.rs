@@ -3,39 +3,45 @@
 //! Each replica that serves a session runs that session's upstream. When the client changes
 //! what those upstreams were told (`logging/setLevel`, `resources/subscribe`,
 //! `resources/unsubscribe`) through one replica, that replica's upstream gets the request as
-//! usual, the store's record of the session is written, and then the new handshake memory is
-//! announced here: every other replica holding the session sends its own upstream the log
-//! level and the subscriptions added or removed (`Session::take_handshake`), so a resource
+//! usual, the change is written to the store's record of the session, and then announced
+//! here: every other replica holding the session sends its own upstream the log level or the
+//! subscription added or removed (`Session::take_handshake`), so a resource
 //! that changes on any replica's upstream reaches the client, and every upstream logs at the
 //! level the client asked for. A replica that restores the session later replays the stored
 //! record instead.
 //!
 //! The client's `notifications/initialized` travels the same way: the replica it was POSTed
-//! to announces the stored record with `initialized` set before the client gets its `202`
+//! to writes and announces the change `initialized` before the client gets its `202`
 //! (`http::shared_streams::initialized`), and each replica whose upstream has not been told
 //! tells it once; one that starts the upstream later replays it with the handshake. The
 //! client's next request may still reach a replica before the announcement does (pub/sub is
 //! not awaited by the subscribers): that request then goes to an upstream not yet told.
 //!
-//! The announcement carries the whole record, so taking it twice changes
-//! nothing; a replica ignores its own announcements and does not announce what it took (no
-//! echo between replicas). Two replicas whose clients change the same session's handshake at
-//! the same moment may each end with the other's change: the client's later request settles it.
+//! An announcement carries the changes the client made through the announcing replica, each
+//! with the number the store gave it when it was written (`handshake`): a replica applies a
+//! change only when it is the latest of its concern it knows of, so it never applies an older
+//! announcement after a newer one, and two replicas whose clients change one concern at the
+//! same moment both end with the change the store ordered last. A replica ignores its own
+//! announcements and does not announce what it took (no echo between replicas).
 //!
 //! With Redis it is one pub/sub channel, `mcpm:{namespace}:handshake` (braces literal, as
 //! every key: `connection::key_prefix`), carrying
-//! `{"session": ID, "handshake": RECORD}`.
+//! `{"session": ID, "changes": [{"seq": N, "change": {"kind": "level", "params": "..."}}, ...],
+//! "origin": REPLICA}` (kinds `level`, `subscribe` and `unsubscribe` with `uri`,
+//! `initialized`).
 
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use super::{HandshakeRecord, StoreError};
+use super::StoreError;
+use super::handshake::Numbered;
 
-/// What one replica announces to the others: session `session`'s handshake memory now.
+/// What one replica announces to the others: changes of session `session`'s handshake, with
+/// their numbers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct HandshakeChanged {
     pub(crate) session: String,
-    pub(crate) handshake: HandshakeRecord,
+    pub(crate) changes: Vec<Numbered>,
     /// The announcing replica (random per process), so it does not take its own announcement
     /// back after its client changed the handshake again.
     #[serde(default)]
@@ -44,11 +50,11 @@ pub(crate) struct HandshakeChanged {
 
 /// Where handshake changes travel between replicas.
 pub(crate) trait Fanout: Send + Sync + 'static {
-    /// Tells every replica session `session`'s handshake memory is now `handshake`.
+    /// Tells every replica of session `session`'s handshake `changes`.
     fn announce<'a>(
         &'a self,
         session: &'a str,
-        handshake: &'a HandshakeRecord,
+        changes: &'a [Numbered],
     ) -> BoxFuture<'a, Result<(), StoreError>>;
     /// Calls `on_heard` with every other replica's announcement, until it returns `false`; a broken connection is made again, after asking `on_heard(None)`
     /// whether to go on.
@@ -66,7 +72,8 @@ mod redis {
     use redis::aio::ConnectionManager;
 
     use super::{Fanout, HandshakeChanged};
-    use crate::shared_store::{HandshakeRecord, StoreError};
+    use crate::shared_store::StoreError;
+    use crate::shared_store::handshake::Numbered;
 
     /// How long one announcement may take before it is given up (logged).
     const OP_TIMEOUT: Duration = Duration::from_secs(1);
@@ -113,7 +120,7 @@ mod redis {
         fn announce<'a>(
             &'a self,
             session: &'a str,
-            handshake: &'a HandshakeRecord,
+            changes: &'a [Numbered],
         ) -> BoxFuture<'a, Result<(), StoreError>> {
             Box::pin(async move {
                 let unavailable = |reason: String| StoreError::Unavailable {
@@ -122,7 +129,7 @@ mod redis {
                 };
                 let payload = serde_json::to_string(&HandshakeChanged {
                     session: session.to_owned(),
-                    handshake: handshake.clone(),
+                    changes: changes.to_vec(),
                     origin: self.origin.clone(),
                 })
                 .map_err(|err| unavailable(err.to_string()))?;

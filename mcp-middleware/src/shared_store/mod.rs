@@ -6,8 +6,9 @@
 //! version), the [`SharedStore`] handle the HTTP front is given, and the backend trait a store
 //! implements ([`redis`](self) behind the `redis` feature). How a live session keeps its model
 //! state in step with the store is in `sync`; the three-way merge that settles two replicas'
-//! concurrent updates of one state is in `merge`. Handshake changes a client makes through one
-//! replica reach the upstreams the session runs on the others through `fanout`; the
+//! concurrent updates of one state is in `merge`. Handshake changes are stored and ordered one
+//! by one (`handshake`), and a change a client makes through one replica reaches the upstreams
+//! the session runs on the others through `fanout`; the
 //! configuration the replicas share (a project's documents, by generation) is
 //! `SharedConfig` (`config`, behind the `redis` feature).
 //!
@@ -37,6 +38,7 @@ pub(crate) mod events;
 #[cfg(feature = "redis")]
 mod events_redis;
 pub(crate) mod fanout;
+pub(crate) mod handshake;
 mod merge;
 #[cfg(feature = "redis")]
 mod redis;
@@ -164,18 +166,24 @@ pub(crate) struct SessionMeta {
 }
 
 /// The handshake memory of a session, as the store keeps it: what the restart path replays.
+///
+/// In the stored `meta` record only `initialize` is written; the log level, the subscriptions
+/// and `initialized` are fields of their own, changed one [`handshake::Change`] at a time
+/// (records of the previous format carried them here, and are still read).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct HandshakeRecord {
     /// The params of the client's `initialize` the upstream accepted.
     pub(crate) initialize: Option<String>,
     /// The params of the last `logging/setLevel`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) log_level: Option<String>,
     /// Resources the client subscribed to.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub(crate) subscriptions: BTreeSet<String>,
     /// Whether the client sent `notifications/initialized` (to any replica): a replica that
     /// runs the session's upstream and has not told it yet does so when it hears this
     /// (`fanout`). Absent in records written before it existed.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) initialized: bool,
 }
 
@@ -183,6 +191,9 @@ pub(crate) struct HandshakeRecord {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct StoredSession {
     pub(crate) meta: SessionMeta,
+    /// The session's handshake counter when it was read: every handshake change numbered up
+    /// to it is in `meta.handshake` ([`handshake::Ledger::new`]).
+    pub(crate) handshake_seq: u64,
     /// The version of `states`: every successful [`Backend::save_states`] adds one.
     pub(crate) version: u64,
     /// Each model's state as JSON, by the state type's name: skeletons, whose documents
@@ -213,6 +224,19 @@ pub(crate) enum Saved {
     Version(u64),
     /// Someone else wrote first: the version was no longer the one expected.
     Conflict,
+    /// The session is not in the store (expired, or lost by the store).
+    Missing,
+    /// The session was ended (`DELETE`).
+    Ended,
+}
+
+/// How [`Backend::save_handshake`] went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+// Only the Redis backend makes them; without it the store cannot be built.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+pub(crate) enum Changed {
+    /// Written: the changes that changed something, with their numbers.
+    Numbered(Vec<handshake::Numbered>),
     /// The session is not in the store (expired, or lost by the store).
     Missing,
     /// The session was ended (`DELETE`).
@@ -268,7 +292,8 @@ pub(crate) trait Backend: Send + Sync + 'static {
         owner: Option<&'a str>,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Touched, StoreError>>;
-    /// Writes session `id`'s meta (creating the session when it is new), renewing its TTL;
+    /// Writes session `id`'s meta (creating the session when it is new, with the whole
+    /// handshake: later changes go through [`Backend::save_handshake`]), renewing its TTL;
     /// `false` (nothing written) when the session was ended.
     fn save_meta<'a>(
         &'a self,
@@ -276,6 +301,14 @@ pub(crate) trait Backend: Send + Sync + 'static {
         meta: &'a SessionMeta,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Applies `changes` to session `id`'s stored handshake, each atomically and numbered by
+    /// the store (see `handshake`), renewing its TTL.
+    fn save_handshake<'a>(
+        &'a self,
+        id: &'a str,
+        changes: &'a [handshake::Change],
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Changed, StoreError>>;
     /// Writes `write` to session `id` if its version is still `expected`.
     fn save_states<'a>(
         &'a self,

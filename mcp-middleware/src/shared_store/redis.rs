@@ -5,10 +5,13 @@
 //! Cluster hash tag (`connection::key_prefix`), and every key a script touches is passed in
 //! `KEYS` (none is computed inside Lua), so the scripts run on a cluster as on one server.
 //!
-//! A session is one hash, `mcpm:{namespace}:session:{id}`: `meta` (JSON [`SessionMeta`]),
-//! `v` (the states' version), `q` (its owner's quota set), `s:{state type}` (each model
-//! state's skeleton) and `d:{digest}` (each document a skeleton refers to, see
-//! [`DOCUMENTS`](super::DOCUMENTS)): one TTL, one `DEL` and one renewal cover them all. Writes that must
+//! A session is one hash, `mcpm:{namespace}:session:{id}`: `meta` (JSON [`SessionMeta`]
+//! holding only the handshake's `initialize`), `v` (the states' version), `q` (its owner's
+//! quota set), `s:{state type}` (each model state's skeleton), `d:{digest}` (each document a
+//! skeleton refers to, see [`DOCUMENTS`](super::DOCUMENTS)), and the rest of the handshake,
+//! one change at a time (`handshake`): `h:level`, `h:sub:{uri}` (`1` or `0`),
+//! `h:initialized` and `hv`, the counter that numbers the changes. One TTL, one `DEL` and one
+//! renewal cover them all. Writes that must
 //! be atomic are Lua scripts: the compare-and-set of states checks `v` and writes in one step.
 //! The session's TTL is set to the idle timeout plus [`SLACK`] and renewed only once less
 //! than the idle timeout is left, so most requests renew nothing: one read-only script call,
@@ -24,7 +27,10 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use redis::aio::ConnectionManager;
 
-use super::{Backend, Heard, Saved, SessionMeta, StatesWrite, StoreError, StoredSession, Touched};
+use super::handshake::{Change, Numbered};
+use super::{
+    Backend, Changed, Heard, Saved, SessionMeta, StatesWrite, StoreError, StoredSession, Touched,
+};
 
 /// How long one store operation may take before the request fails.
 const OP_TIMEOUT: Duration = Duration::from_secs(1);
@@ -102,18 +108,63 @@ return out
 
 /// Writes the meta (and `v` = 0 for a new session), the key of the owner's quota set (`q`,
 /// KEYS[3], for `DELETE`) and renews the TTL to ARGV[2] ms, the session's entry ARGV[3] in
-/// that set (if it has one) with it; 0 (nothing written) when the session was ended.
+/// that set (if it has one) with it; 0 (nothing written) when the session was ended. A new
+/// (or lost) record also gets the handshake's parts, ARGV[4] field/value pairs after ARGV[4],
+/// and its handshake counter `hv` starts at the server's clock in microseconds, so that the
+/// changes of a session the store lost and a replica wrote again are numbered after every
+/// earlier one. An existing record's handshake parts change only through `SAVE_HANDSHAKE`.
 const SAVE_META: &str = r"
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+local t = redis.call('TIME')
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local last = 4 + 2 * tonumber(ARGV[4])
+  for i = 5, last, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+  -- As a string: Lua would write a number this large with an exponent.
+  redis.call('HSET', KEYS[1], 'hv', t[1] .. string.sub('00000' .. t[2], -6))
+end
 redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'q', KEYS[3])
 redis.call('HSETNX', KEYS[1], 'v', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if redis.call('ZADD', KEYS[3], 'XX', 'CH', now + tonumber(ARGV[2]), ARGV[3]) == 1 then
   redis.call('PEXPIRE', KEYS[3], ARGV[2])
 end
 return 1
+";
+
+/// Applies handshake changes to session KEYS[1], each in its own field, each numbered by
+/// the session's handshake counter `hv` (HINCRBY: the store orders them): ARGV[2] kind/arg
+/// pairs follow ARGV[1] (the TTL in ms, renewed). `level` sets `h:level`; `sub` and `unsub`
+/// set `h:sub:{uri}` to 1 and 0 (an unsubscribe is kept, so that it also overrides a record
+/// of the previous format); `initialized` sets `h:initialized` once, numbered 0 when it was
+/// set already. Returns each change's number, or -2 when the session is missing, -3 when it
+/// was ended (KEYS[2] marks it).
+const SAVE_HANDSHAKE: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  if redis.call('EXISTS', KEYS[2]) == 1 then return -3 end
+  return -2
+end
+local out = {}
+for i = 2, #ARGV, 2 do
+  local kind, arg = ARGV[i], ARGV[i + 1]
+  local changed = true
+  if kind == 'level' then
+    redis.call('HSET', KEYS[1], 'h:level', arg)
+  elseif kind == 'sub' then
+    redis.call('HSET', KEYS[1], 'h:sub:' .. arg, '1')
+  elseif kind == 'unsub' then
+    redis.call('HSET', KEYS[1], 'h:sub:' .. arg, '0')
+  else
+    changed = redis.call('HSETNX', KEYS[1], 'h:initialized', '1') == 1
+  end
+  if changed then
+    out[#out + 1] = redis.call('HINCRBY', KEYS[1], 'hv', 1)
+  else
+    out[#out + 1] = 0
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return out
 ";
 
 /// Counts owner's sessions in the quota set KEYS[1] and, below the limit ARGV[2], adds
@@ -154,6 +205,7 @@ pub(super) struct RedisBackend {
     delete: redis::Script,
     claim: redis::Script,
     load: redis::Script,
+    save_handshake: redis::Script,
 }
 
 impl RedisBackend {
@@ -179,6 +231,7 @@ impl RedisBackend {
             delete: script(DELETE),
             claim: script(CLAIM),
             load: script(LOAD),
+            save_handshake: script(SAVE_HANDSHAKE),
         };
         backend.ping().await?;
         Ok(backend)
@@ -345,8 +398,32 @@ impl Backend for RedisBackend {
             let Some(meta) = fields.get("meta") else {
                 return Ok(None);
             };
-            let meta: SessionMeta =
+            let mut meta: SessionMeta =
                 serde_json::from_str(meta).map_err(|err| self.corrupt(format!("`meta`: {err}")))?;
+            // What `meta` says of the handshake is the base (a record of the previous format
+            // kept it all there); the fields of each concern override it.
+            let handshake = &mut meta.handshake;
+            if let Some(level) = fields.get("h:level") {
+                handshake.log_level = Some(level.clone());
+            }
+            for (field, value) in fields.range("h:sub:".to_owned()..) {
+                let Some(uri) = field.strip_prefix("h:sub:") else {
+                    break;
+                };
+                match value.as_str() {
+                    "1" => handshake.subscriptions.insert(uri.to_owned()),
+                    _ => handshake.subscriptions.remove(uri),
+                };
+            }
+            if fields.contains_key("h:initialized") {
+                handshake.initialized = true;
+            }
+            let handshake_seq = match fields.get("hv") {
+                Some(hv) => hv
+                    .parse()
+                    .map_err(|err| self.corrupt(format!("`hv`: {err}")))?,
+                None => 0,
+            };
             let version = match fields.get("v") {
                 Some(v) => v
                     .parse()
@@ -363,6 +440,7 @@ impl Backend for RedisBackend {
             }
             Ok(Some(StoredSession {
                 meta,
+                handshake_seq,
                 version,
                 states,
                 documents: BTreeMap::new(),
@@ -404,14 +482,40 @@ impl Backend for RedisBackend {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
-            let json = serde_json::to_string(meta).map_err(|err| self.corrupt(err.to_string()))?;
+            // `meta` keeps the `initialize`; the rest of the handshake goes to its own fields
+            // (written here for a new record only: see `SAVE_META`).
+            let record = SessionMeta {
+                handshake: super::HandshakeRecord {
+                    initialize: meta.handshake.initialize.clone(),
+                    ..super::HandshakeRecord::default()
+                },
+                ..meta.clone()
+            };
+            let json =
+                serde_json::to_string(&record).map_err(|err| self.corrupt(err.to_string()))?;
+            let handshake = &meta.handshake;
+            let mut parts: Vec<(String, &str)> = handshake
+                .subscriptions
+                .iter()
+                .map(|uri| (format!("h:sub:{uri}"), "1"))
+                .collect();
+            if let Some(level) = &handshake.log_level {
+                parts.push(("h:level".to_owned(), level));
+            }
+            if handshake.initialized {
+                parts.push(("h:initialized".to_owned(), "1"));
+            }
             let mut invocation = self.save_meta.key(self.key(id));
             invocation
                 .key(self.ended_key(id))
                 .key(self.quota_key(&meta.owner))
                 .arg(json)
                 .arg(kept(ttl))
-                .arg(id);
+                .arg(id)
+                .arg(parts.len());
+            for (field, value) in parts {
+                invocation.arg(field).arg(value);
+            }
             let invocation = &invocation;
             let written: i64 = self
                 .bounded(
@@ -419,6 +523,58 @@ impl Backend for RedisBackend {
                 )
                 .await?;
             Ok(written == 1)
+        })
+    }
+
+    fn save_handshake<'a>(
+        &'a self,
+        id: &'a str,
+        changes: &'a [Change],
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Changed, StoreError>> {
+        Box::pin(async move {
+            let mut invocation = self.save_handshake.key(self.key(id));
+            invocation.key(self.ended_key(id)).arg(kept(ttl));
+            for change in changes {
+                match change {
+                    Change::Level { params } => invocation.arg("level").arg(params),
+                    Change::Subscribe { uri } => invocation.arg("sub").arg(uri),
+                    Change::Unsubscribe { uri } => invocation.arg("unsub").arg(uri),
+                    Change::Initialized => invocation.arg("initialized").arg(""),
+                };
+            }
+            let invocation = &invocation;
+            let answer: redis::Value = self
+                .bounded(
+                    |mut connection| async move { invocation.invoke_async(&mut connection).await },
+                )
+                .await?;
+            let numbers: Vec<i64> = match answer {
+                redis::Value::Int(-3) => return Ok(Changed::Ended),
+                redis::Value::Int(-2) => return Ok(Changed::Missing),
+                other => redis::from_redis_value(other)
+                    .map_err(|err| self.corrupt(format!("a handshake write's answer: {err}")))?,
+            };
+            if numbers.len() != changes.len() {
+                return Err(self.corrupt(format!(
+                    "a handshake write numbered {} of {} changes",
+                    numbers.len(),
+                    changes.len()
+                )));
+            }
+            Ok(Changed::Numbered(
+                changes
+                    .iter()
+                    .zip(numbers)
+                    .filter_map(|(change, seq)| {
+                        let seq = u64::try_from(seq).ok().filter(|seq| *seq > 0)?;
+                        Some(Numbered {
+                            seq,
+                            change: change.clone(),
+                        })
+                    })
+                    .collect(),
+            ))
         })
     }
 
@@ -714,6 +870,169 @@ mod tests {
         Ok(())
     }
 
+    /// Two handles of one session (two replicas) change its handshake at once, many rounds:
+    /// levels and subscriptions from both, interleaved. Each change is kept on its own and
+    /// numbered by Redis, so the stored handshake holds, per concern, the change Redis
+    /// numbered last: nothing one handle wrote is overwritten by the other's view.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_handshake_changes_through_two_handles_are_all_kept()
+    -> Result<(), StoreError> {
+        use std::collections::{BTreeMap, BTreeSet};
+
+        const ROUNDS: usize = 150;
+        let server = Server::start().await;
+        let one = RedisBackend::connect(&server.url, "unit").await?;
+        let two = RedisBackend::connect(&server.url, "unit").await?;
+        assert!(one.save_meta("s", &meta(), TTL).await?);
+        let start = one
+            .load("s", TTL)
+            .await?
+            .ok_or_else(|| one.corrupt("gone".into()))?
+            .handshake_seq;
+        assert!(start > 0, "the counter starts at the server's clock");
+        // Handle `n` sets levels `n-i` and (un)subscribes URIs of its own and shared ones.
+        async fn changes(store: &RedisBackend, n: usize) -> Result<Vec<Numbered>, StoreError> {
+            let mut numbered = Vec::new();
+            for i in 0..ROUNDS {
+                let uri = match i % 4 {
+                    0 | 1 => format!("mem://{n}/{}", i % 5),
+                    _ => format!("mem://shared/{}", i % 3),
+                };
+                let batch = [
+                    Change::Level {
+                        params: format!(r#"{{"level":"{n}-{i}"}}"#),
+                    },
+                    if i % 3 == 2 {
+                        Change::Unsubscribe { uri }
+                    } else {
+                        Change::Subscribe { uri }
+                    },
+                ];
+                let batch = if i % 2 == 0 { &batch[..] } else { &batch[1..] };
+                match store.save_handshake("s", batch, TTL).await? {
+                    Changed::Numbered(written) => {
+                        assert_eq!(written.len(), batch.len());
+                        numbered.extend(written);
+                    }
+                    other => panic!("the session is there: {other:?}"),
+                }
+            }
+            Ok(numbered)
+        }
+        let (a, b) = tokio::try_join!(changes(&one, 1), changes(&two, 2))?;
+        // Per concern, what Redis numbered last.
+        let mut last: BTreeMap<String, (u64, Change)> = BTreeMap::new();
+        for Numbered { seq, change } in a.into_iter().chain(b) {
+            assert!(seq > start);
+            let concern = format!("{:?}", change.concern());
+            if last.get(&concern).is_none_or(|(known, _)| *known < seq) {
+                last.insert(concern, (seq, change));
+            }
+        }
+        let mut level = None;
+        let mut subscribed = BTreeSet::new();
+        for (_, change) in last.into_values() {
+            match change {
+                Change::Level { params } => level = Some(params),
+                Change::Subscribe { uri } => {
+                    subscribed.insert(uri);
+                }
+                _ => {}
+            }
+        }
+        let loaded = two
+            .load("s", TTL)
+            .await?
+            .ok_or_else(|| two.corrupt("gone".into()))?;
+        assert_eq!(loaded.meta.handshake.log_level, level);
+        assert_eq!(loaded.meta.handshake.subscriptions, subscribed);
+        assert_eq!(
+            loaded.meta.handshake.initialize.as_deref(),
+            Some("{}"),
+            "the meta record is not written by a change"
+        );
+        assert!(loaded.handshake_seq >= start + (ROUNDS * 3) as u64);
+        // `initialized` is recorded once: the second is numbered 0 and not returned.
+        let first = one.save_handshake("s", &[Change::Initialized], TTL).await?;
+        assert!(
+            matches!(&first, Changed::Numbered(n) if n.len() == 1),
+            "{first:?}"
+        );
+        assert_eq!(
+            two.save_handshake("s", &[Change::Initialized], TTL).await?,
+            Changed::Numbered(Vec::new())
+        );
+        assert!(
+            one.load("s", TTL)
+                .await?
+                .is_some_and(|s| s.meta.handshake.initialized)
+        );
+        // An ended session takes no change.
+        assert!(one.delete("s", TTL).await?);
+        assert_eq!(
+            two.save_handshake("s", &[Change::Initialized], TTL).await?,
+            Changed::Ended
+        );
+        assert_eq!(
+            two.save_handshake("gone", &[Change::Initialized], TTL)
+                .await?,
+            Changed::Missing
+        );
+        Ok(())
+    }
+
+    /// A session written in the previous format (the whole handshake inside `meta`) is read:
+    /// its level and subscriptions are the base the fields of later changes override.
+    #[tokio::test]
+    async fn a_record_of_the_previous_format_is_read_and_changed() -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let store = RedisBackend::connect(&server.url, "unit").await?;
+        let old = r#"{"principal":"token:alice","owner":"token:alice","handshake":{"initialize":"{}","log_level":"{\"level\":\"info\"}","subscriptions":["mem://a","mem://b"],"initialized":true}}"#;
+        let key = store.key("old");
+        let (key, old) = (&key, old);
+        let _: i64 = store
+            .bounded(|mut connection| async move {
+                redis::cmd("HSET")
+                    .arg(key)
+                    .arg("meta")
+                    .arg(old)
+                    .arg("v")
+                    .arg(0)
+                    .query_async(&mut connection)
+                    .await
+            })
+            .await?;
+        let loaded = store
+            .load("old", TTL)
+            .await?
+            .ok_or_else(|| store.corrupt("gone".into()))?;
+        assert_eq!(
+            loaded.meta.handshake.log_level.as_deref(),
+            Some(r#"{"level":"info"}"#)
+        );
+        assert!(loaded.meta.handshake.initialized);
+        assert_eq!(loaded.handshake_seq, 0);
+        let changes = [
+            Change::Unsubscribe {
+                uri: "mem://a".into(),
+            },
+            Change::Subscribe {
+                uri: "mem://c".into(),
+            },
+        ];
+        store.save_handshake("old", &changes, TTL).await?;
+        let loaded = store
+            .load("old", TTL)
+            .await?
+            .ok_or_else(|| store.corrupt("gone".into()))?;
+        assert_eq!(
+            loaded.meta.handshake.subscriptions,
+            ["mem://b".to_owned(), "mem://c".to_owned()].into()
+        );
+        assert_eq!(loaded.handshake_seq, 2);
+        Ok(())
+    }
+
     /// Every operation on a Redis Cluster node: a script touching a key in another slot than
     /// its declared ones, or declaring keys of two slots, fails there (`CROSSSLOT`), which a
     /// standalone server never says.
@@ -746,6 +1065,13 @@ mod tests {
             Saved::Version(1)
         );
         assert!(store.load("s", TTL).await?.is_some());
+        let change = [Change::Subscribe {
+            uri: "mem://a".to_owned(),
+        }];
+        assert!(matches!(
+            store.save_handshake("s", &change, TTL).await?,
+            Changed::Numbered(n) if n.len() == 1
+        ));
         assert_eq!(store.documents("s", vec!["d1".to_owned()]).await?.len(), 1);
         store.release(owner, "nope").await?;
         assert!(store.delete("s", TTL).await?);

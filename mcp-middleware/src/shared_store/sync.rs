@@ -3,8 +3,9 @@
 //! Before a request enters the session, [`StateSync::refresh`] renews the session's TTL and,
 //! when another replica wrote newer states, loads them (merged with whatever a request still
 //! running here changed: [`merge`]). After the session writes a line for the client,
-//! [`StateSync::flush`] writes the handshake and every state that changed, so whatever a
-//! client has been told is in the store before it can ask another replica. A write is a
+//! [`StateSync::flush`] writes the handshake changes (one by one, never the handshake whole:
+//! `handshake`) and every state that changed, so whatever a client has been told is in the
+//! store before it can ask another replica. A write is a
 //! compare-and-set on the states' version; on a conflict the fresh states are read, this
 //! replica's changes are laid over them (the hooks are not run again, so no upstream call is
 //! repeated) and the write is tried again, a few times.
@@ -23,8 +24,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::documents::{self, Split};
+use super::handshake::{Change, Numbered};
 use super::{
-    Saved, SessionMeta, SharedStore, StatesWrite, StoreError, StoredSession, Touched, merge,
+    Changed, Saved, SessionMeta, SharedStore, StatesWrite, StoreError, StoredSession, Touched,
+    merge,
 };
 use crate::context::SessionScope;
 use crate::model::StateDescriptor;
@@ -166,35 +169,82 @@ impl StateSync {
         Ok(Presence::Live)
     }
 
-    /// Writes the handshake (`meta`) if it changed and every state that changed.
-    pub(crate) async fn flush(&self, meta: &SessionMeta) -> Result<Presence, StoreError> {
+    /// Writes the session's `meta` if its `initialize` (or owner) changed, the handshake
+    /// `changes` the client made through this replica (each on its own, numbered by the store:
+    /// `handshake`; those written are taken out of `changes` and returned with their numbers)
+    /// and every state that changed. Changes not written (the store failed, or the session is
+    /// not worth storing yet) stay in `changes` for the next flush.
+    pub(crate) async fn flush(
+        &self,
+        meta: &SessionMeta,
+        changes: &mut Vec<Change>,
+    ) -> Result<(Presence, Vec<Numbered>), StoreError> {
         let backend = &self.store.backend;
         let mut synced = self.synced.lock().await;
-        if synced.meta.as_ref() != Some(meta) {
+        let written = synced.meta.as_ref().is_some_and(|known| {
+            known.principal == meta.principal
+                && known.owner == meta.owner
+                && known.handshake.initialize == meta.handshake.initialize
+        });
+        if !written {
             if meta.handshake.initialize.is_none()
                 && synced.meta.is_none()
                 && !self.without_handshake
             {
                 // Nothing worth restoring yet: the session exists once its initialize did.
-                return Ok(Presence::Live);
+                return Ok((Presence::Live, Vec::new()));
             }
             if !backend.save_meta(&self.id, meta, self.ttl).await? {
-                return Ok(Presence::Gone);
+                return Ok((Presence::Gone, Vec::new()));
             }
-            synced.meta = Some(meta.clone());
+        }
+        // The whole handshake as this replica knows it, for writing the session again should
+        // the store lose it; only the changes are written otherwise.
+        synced.meta = Some(meta.clone());
+        let mut numbered = Vec::new();
+        if !changes.is_empty() {
+            let mut answer = backend.save_handshake(&self.id, changes, self.ttl).await?;
+            if answer == Changed::Missing {
+                // Lost by the store (or expired): this replica writes it again, whole.
+                if !backend.save_meta(&self.id, meta, self.ttl).await? {
+                    return Ok((Presence::Gone, Vec::new()));
+                }
+                synced.version = 0;
+                synced.base.clear();
+                self.mark_dirty(&self.states.iter().collect::<Vec<_>>());
+                answer = backend.save_handshake(&self.id, changes, self.ttl).await?;
+            }
+            match answer {
+                Changed::Numbered(written) => {
+                    changes.clear();
+                    numbered = written;
+                }
+                Changed::Ended => return Ok((Presence::Gone, Vec::new())),
+                // Gone again at once: the next flush tries again.
+                Changed::Missing => return Ok((Presence::Live, Vec::new())),
+            }
         }
         // Only states a hook took since the last write are serialised; none taken, nothing
         // to write and no round trip.
         let taken = self.take_dirty();
         if taken.is_empty() {
-            return Ok(Presence::Live);
+            return Ok((Presence::Live, numbered));
         }
         let written = self.write_states(&mut synced, meta, &taken).await;
         if !matches!(written, Ok(true)) {
             // Not (all) written: the next flush tries them again.
             self.mark_dirty(&taken);
         }
-        written.map(|live| if live { Presence::Live } else { Presence::Gone })
+        // Handshake changes written are reported even when the states failed: they are stored.
+        match written {
+            Ok(true) => Ok((Presence::Live, numbered)),
+            Ok(false) => Ok((Presence::Gone, numbered)),
+            Err(err) if numbered.is_empty() => Err(err),
+            Err(err) => {
+                tracing::warn!(session = %short(&self.id), "{err}; the session's changed state is written with its next answer");
+                Ok((Presence::Live, numbered))
+            }
+        }
     }
 
     /// Writes the states `taken` names that differ from the store's, merging on conflict;
