@@ -3,7 +3,7 @@
 //! handshake memory with its replay ([`Handshake`], `handshake.rs`). Plain data that names no
 //! session, upstream or front, so each of those can use it without importing the others.
 
-mod handshake;
+pub(crate) mod handshake;
 mod id_map;
 
 pub(crate) use handshake::{Handshake, Step};

@@ -36,12 +36,13 @@ use super::shared_streams::flush;
 use super::streams::{Streaming, Streams};
 use crate::auth::Identity;
 use crate::chain::Chain;
+use crate::exchange::handshake::Change;
 use crate::jsonrpc;
 use crate::project::Project;
 use crate::session::{Ended, Event, Session, SessionOptions};
 use crate::shared_store::events::EventLog;
 use crate::shared_store::fanout::{Fanout, HandshakeChanged};
-use crate::shared_store::handshake::{Change, News, Numbered};
+use crate::shared_store::handshake::{News, Numbered};
 use crate::shared_store::sync::{Presence, StateSync, with_documents};
 use crate::shared_store::{
     HandshakeRecord, Heard, SessionMeta, SharedStore, StoreError, StoredSession,

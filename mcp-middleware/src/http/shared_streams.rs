@@ -350,7 +350,7 @@ pub(crate) async fn initialized(table: &SessionTable, handle: &SessionHandle) {
         return;
     }
     let ttl = table.options().idle_timeout;
-    let changes = [crate::shared_store::handshake::Change::Initialized];
+    let changes = [crate::exchange::handshake::Change::Initialized];
     let numbered = match store
         .backend
         .save_handshake(&handle.id, &changes, ttl)

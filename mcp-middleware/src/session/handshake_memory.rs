@@ -10,7 +10,7 @@ impl Session {
     /// Keeps what a restarted upstream must be told again.
     pub(super) fn remember_state(&mut self, method: &str, params: Option<&str>) {
         self.handshake.remember(method, params);
-        if let Some(change) = crate::shared_store::handshake::Change::of_request(method, params) {
+        if let Some(change) = crate::exchange::handshake::Change::of_request(method, params) {
             self.handshake_changed_here(change);
         }
         if matches!(

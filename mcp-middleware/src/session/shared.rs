@@ -16,11 +16,12 @@ use super::{Pending, ProxyRequest, Session, UpstreamState};
 use crate::auth::Identity;
 use crate::chain::Chain;
 use crate::context::SessionScope;
+use crate::exchange::handshake::Change;
 use crate::jsonrpc;
 use crate::project::Project;
 use crate::session_id::stable_id;
 use crate::shared_store::HandshakeRecord;
-use crate::shared_store::handshake::{Change, Ledger, News};
+use crate::shared_store::handshake::{Ledger, News};
 use crate::transport::queue::LineQueue;
 use crate::upstream::Upstream;
 

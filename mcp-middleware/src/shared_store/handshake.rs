@@ -21,63 +21,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-/// One change of a session's handshake memory, as the store keeps it and replicas announce it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub(crate) enum Change {
-    /// `logging/setLevel` with these params.
-    Level { params: String },
-    /// `resources/subscribe` of `uri`.
-    Subscribe { uri: String },
-    /// `resources/unsubscribe` of `uri`.
-    Unsubscribe { uri: String },
-    /// The client sent `notifications/initialized` (it never becomes false again).
-    Initialized,
-}
-
-/// What a [`Change`] is about: changes of one concern replace each other, changes of
-/// different concerns never do.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum Concern {
-    Level,
-    Subscription(String),
-    Initialized,
-}
-
-impl Change {
-    /// What this change is about.
-    pub(crate) fn concern(&self) -> Concern {
-        match self {
-            Self::Level { .. } => Concern::Level,
-            Self::Subscribe { uri } | Self::Unsubscribe { uri } => {
-                Concern::Subscription(uri.clone())
-            }
-            Self::Initialized => Concern::Initialized,
-        }
-    }
-
-    /// The change a client request sent upstream makes, if it is one the store keeps
-    /// (`logging/setLevel`, `resources/subscribe`, `resources/unsubscribe`).
-    pub(crate) fn of_request(method: &str, params: Option<&str>) -> Option<Self> {
-        #[derive(Deserialize)]
-        struct Uri {
-            uri: String,
-        }
-        let uri = || {
-            params
-                .and_then(|p| serde_json::from_str::<Uri>(p).ok())
-                .map(|p| p.uri)
-        };
-        match method {
-            "logging/setLevel" => Some(Self::Level {
-                params: params?.to_owned(),
-            }),
-            "resources/subscribe" => Some(Self::Subscribe { uri: uri()? }),
-            "resources/unsubscribe" => Some(Self::Unsubscribe { uri: uri()? }),
-            _ => None,
-        }
-    }
-}
+use crate::exchange::handshake::{Change, Concern};
 
 /// A change with its place in the store's order of the session's handshake changes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

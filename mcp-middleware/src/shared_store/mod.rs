@@ -168,7 +168,7 @@ pub(crate) struct SessionMeta {
 /// The handshake memory of a session, as the store keeps it: what the restart path replays.
 ///
 /// In the stored `meta` record only `initialize` is written; the log level, the subscriptions
-/// and `initialized` are fields of their own, changed one [`handshake::Change`] at a time
+/// and `initialized` are fields of their own, changed one [`Change`](crate::exchange::handshake::Change) at a time
 /// (records of the previous format carried them here, and are still read).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct HandshakeRecord {
@@ -306,7 +306,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn save_handshake<'a>(
         &'a self,
         id: &'a str,
-        changes: &'a [handshake::Change],
+        changes: &'a [crate::exchange::handshake::Change],
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Changed, StoreError>>;
     /// Writes `write` to session `id` if its version is still `expected`.

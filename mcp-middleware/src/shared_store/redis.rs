@@ -27,10 +27,11 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use redis::aio::ConnectionManager;
 
-use super::handshake::{Change, Numbered};
+use super::handshake::Numbered;
 use super::{
     Backend, Changed, Heard, Saved, SessionMeta, StatesWrite, StoreError, StoredSession, Touched,
 };
+use crate::exchange::handshake::Change;
 
 /// How long one store operation may take before the request fails.
 const OP_TIMEOUT: Duration = Duration::from_secs(1);

@@ -24,12 +24,13 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::documents::{self, Split};
-use super::handshake::{Change, Numbered};
+use super::handshake::Numbered;
 use super::{
     Changed, Saved, SessionMeta, SharedStore, StatesWrite, StoreError, StoredSession, Touched,
     merge,
 };
 use crate::context::SessionScope;
+use crate::exchange::handshake::Change;
 use crate::model::StateDescriptor;
 
 /// How many times a conflicting write is merged and tried again before it is given up (the
