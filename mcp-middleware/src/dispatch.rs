@@ -7,6 +7,7 @@
 //! back to JSON only here; a message no hook handles never comes this way.
 
 mod listing;
+mod read_once;
 
 use std::any::Any;
 use std::marker::PhantomData;
@@ -149,13 +150,17 @@ where
     write(&value)
 }
 
-/// Reads a typed hook's params from the client's text, and what rmcp's type lost of them.
+/// Reads a typed hook's params from the client's text, and what rmcp's type lost of them, from
+/// one parse where it can ([`read_once`]).
 fn read_params<H>(params: Option<&str>) -> HookResult<(H::Params, Option<UnknownFields>)>
 where
     H: RequestHook,
     H::Params: Serialize + DeserializeOwned,
     H::Output: Serialize + DeserializeOwned,
 {
+    if let Some(read) = params.and_then(read_once::once) {
+        return Ok(read);
+    }
     // Read from the text, not from a `Value`: the typed read refuses duplicate members, which a
     // `Value` would silently collapse.
     let typed: H::Params = parse_params(params).map_err(|err| invalid_params(H::METHOD, &err))?;
@@ -163,8 +168,21 @@ where
     Ok((typed, lost))
 }
 
-/// Reads an upstream's result into `T`, and what `T` lost of it.
+/// Reads an upstream's result into `T`, and what `T` lost of it, from one parse where it can
+/// ([`read_once`]).
 fn read_result<T: Serialize + DeserializeOwned>(
+    method: &str,
+    raw: &str,
+) -> HookResult<(T, Option<UnknownFields>)> {
+    match read_once::once(raw) {
+        Some(read) => Ok(read),
+        None => read_result_text(method, raw),
+    }
+}
+
+/// [`read_result`] from the text itself, for what [`read_once`] leaves (a duplicate member, or
+/// what does not fit): the text's own refusals and errors.
+fn read_result_text<T: Serialize + DeserializeOwned>(
     method: &str,
     raw: &str,
 ) -> HookResult<(T, Option<UnknownFields>)> {
