@@ -10,10 +10,10 @@
 //! that value and forwards its serialisation ([`serde_json::to_string`]), which any parser
 //! reads the same way.
 
+use std::collections::HashSet;
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
-use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
 /// Reads `text` as one JSON value with a single meaning: no duplicate keys at any depth, no lone
@@ -100,19 +100,16 @@ impl<'de> Visitor<'de> for Strict {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
+        let mut seen = HashSet::new();
         while let Some(key) = map.next_key::<String>()? {
-            // The map tells a key it has already: no set of copies of the keys beside it.
-            match out.entry(key) {
-                Entry::Vacant(slot) => {
-                    slot.insert(map.next_value_seed(Strict)?);
-                }
-                Entry::Occupied(slot) => {
-                    return Err(A::Error::custom(format_args!(
-                        "duplicate key {}",
-                        Value::String(slot.key().clone())
-                    )));
-                }
+            if !seen.insert(key.clone()) {
+                return Err(A::Error::custom(format_args!(
+                    "duplicate key {}",
+                    Value::String(key)
+                )));
             }
+            let value = map.next_value_seed(Strict)?;
+            out.insert(key, value);
         }
         Ok(Value::Object(out))
     }

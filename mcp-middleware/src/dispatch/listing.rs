@@ -27,6 +27,7 @@ use serde::Deserialize;
 use serde_json::ser::{CharEscape, Formatter};
 use serde_json::value::RawValue;
 
+use crate::context::from_result;
 use crate::model::HookResult;
 use crate::unknown_fields::UnknownFields;
 
@@ -74,13 +75,8 @@ impl Listing {
     }
 
     fn parse(raw: String) -> HookResult<Listing> {
-        let (list, lost) = match super::read_once::parse::<ListToolsResult>(&raw) {
-            Some((value, list)) => {
-                let lost = super::lost_against(&value, &without_schemas(&list));
-                (list, lost)
-            }
-            None => super::read_result_text("tools/list", &raw)?,
-        };
+        let list: ListToolsResult = from_result("tools/list", &raw)?;
+        let lost = super::lost_in(&raw, &without_schemas(&list));
         let (spans, tools) = schema_spans(&raw, &list).unwrap_or_default();
         Ok(Listing {
             raw,
@@ -542,12 +538,18 @@ mod tests {
         let raw = serde_json::to_string(&raw).expect("json");
         let read = Listing::parse(raw.clone()).expect("read");
         let typed: ListToolsResult = serde_json::from_str(&raw).expect("typed");
-        let twice = super::super::lost_in(&raw, &typed).expect("lost");
+        let parsed: Value = serde_json::from_str(&raw).expect("json");
+        let typed = serde_json::to_value(&typed).expect("value");
+        let twice = UnknownFields::lost(&parsed, &typed).expect("lost");
         assert_eq!(read.lost(), Some(&twice));
         // Members inside a schema are the schema's own: never lost, never put back.
         let items = twice.items_by_name("tools");
         assert_eq!(items.len(), 20);
-        assert!(items.values().all(|lost| !lost.contains_key("x-schema-only")));
+        assert!(
+            items
+                .values()
+                .all(|lost| !lost.contains_key("x-schema-only"))
+        );
         assert_eq!(items["tool_0"]["title"], Value::Null);
         assert_eq!(twice.top()["x-extra"], json!({"kept": [1, 2]}));
     }
