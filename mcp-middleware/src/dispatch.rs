@@ -444,7 +444,7 @@ mod tests {
         let refused = read_params::<ToolCall>(Some(
             r#"{"name":"plain","arguments":{},"name":"admin-reset"}"#,
         ));
-        let err = refused.err().expect("refused");
+        let err = refused.expect_err("refused");
         assert!(
             err.message.contains("duplicate field `name`"),
             "{}",

@@ -5,7 +5,9 @@
 //! `params.task`). So that a model hooking `tools/list` does not make those disappear, the proxy
 //! notes what the typed value lost when it was read ([`UnknownFields::lost`]: the JSON against
 //! the typed value written back) and puts it back into what the hooks return
-//! ([`UnknownFields::restore`]), unless the hooks set that member themselves.
+//! ([`UnknownFields::restore`]), unless the hooks set that member themselves. From the text,
+//! [`UnknownFields::lost_in_text`] reads into a `Value` only the members that can be lost, not
+//! the whole message a second time.
 //!
 //! Members are matched at the top level and one level down, in the lists MCP results and params
 //! carry (tools, prompts, resources, templates, content, contents, messages), by the item's
@@ -296,9 +298,7 @@ impl<'de> Visitor<'de> for Pruned<'_> {
             }
             Level::Item(common) => {
                 while let Some(key) = map.next_key::<String>()? {
-                    let value = if IDENTITIES.contains(&key.as_str())
-                        || !common.iter().any(|c| *c == key)
-                    {
+                    let value = if IDENTITIES.contains(&key.as_str()) || !common.contains(&key) {
                         map.next_value::<Value>()?
                     } else {
                         map.next_value::<IgnoredAny>()?;
