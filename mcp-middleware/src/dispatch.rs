@@ -189,20 +189,15 @@ fn unwritable(what: &str, err: &serde_json::Error) -> ErrorData {
     ErrorData::internal_error(format!("the proxy could not write the {what}: {err}"), None)
 }
 
-/// What reading `raw` into `typed` lost (see [`UnknownFields`]).
+/// What reading `raw` into `typed` lost (see [`UnknownFields`]): the text is not read into a
+/// `Value` again, only the members that can be lost are ([`UnknownFields::lost_in_text`]).
 fn lost_in<T: Serialize>(raw: &str, typed: &T) -> Option<UnknownFields> {
-    let raw: Value = serde_json::from_str(raw).ok()?;
-    lost_against(&raw, typed)
-}
-
-/// What reading `raw` (already parsed) into `typed` lost.
-fn lost_against<T: Serialize>(raw: &Value, typed: &T) -> Option<UnknownFields> {
     // Only an object can carry members a type has no field for.
-    if !matches!(raw, Value::Object(map) if !map.is_empty()) {
+    if !raw.trim_start().starts_with('{') {
         return None;
     }
     let typed = serde_json::to_value(typed).ok()?;
-    UnknownFields::lost(raw, &typed)
+    UnknownFields::lost_in_text(raw, &typed)
 }
 
 /// What the end of a typed chain read of the upstream's result, for [`run_steps`] to write the
@@ -437,4 +432,59 @@ pub(crate) fn is_tool_error(raw: &str) -> bool {
             .ok()
             .and_then(|v| v.get("isError").and_then(Value::as_bool))
             .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::hooks::ToolCall;
+
+    #[test]
+    fn a_hooks_params_with_a_known_member_twice_are_refused() {
+        let refused = read_params::<ToolCall>(Some(
+            r#"{"name":"plain","arguments":{},"name":"admin-reset"}"#,
+        ));
+        let err = refused.expect_err("refused");
+        assert!(
+            err.message.contains("duplicate field `name`"),
+            "{}",
+            err.message
+        );
+        // An unknown member twice is read as a `Value` reads it: the last one is put back.
+        let (typed, lost) =
+            read_params::<ToolCall>(Some(r#"{"name":"a","x":1,"x":2}"#)).expect("read");
+        assert_eq!(typed.name, "a");
+        assert_eq!(lost.expect("lost").top()["x"], 2);
+    }
+
+    #[test]
+    fn unknown_members_of_a_result_at_the_top_and_in_content_items_are_put_back() {
+        let raw = serde_json::json!({
+            "content": [
+                {"type": "text", "text": "a", "x-item": {"deep": [1, 2.5, "\u{e9}"]}},
+                {"type": "image", "data": "AA==", "mimeType": "image/png", "x-other": null},
+                {"type": "text", "text": "c"},
+            ],
+            "isError": false,
+            "x-top": {"kept": true},
+        })
+        .to_string();
+        let (typed, lost) =
+            read_result::<rmcp::model::CallToolResult>("tools/call", &raw).expect("read");
+        let mut written = serde_json::to_value(&typed).expect("value");
+        lost.expect("lost").restore(&mut written);
+        let raw: Value = serde_json::from_str(&raw).expect("json");
+        // Every member the upstream sent is in what is written, with its value.
+        for (key, value) in raw.as_object().expect("object") {
+            if key != "content" {
+                assert_eq!(&written[key], value, "{key}");
+            }
+        }
+        for (at, item) in raw["content"].as_array().expect("items").iter().enumerate() {
+            for (key, value) in item.as_object().expect("item") {
+                assert_eq!(&written["content"][at][key], value, "content[{at}].{key}");
+            }
+        }
+        assert!(written["content"][1].get("x-other").is_some());
+    }
 }

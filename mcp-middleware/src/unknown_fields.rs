@@ -5,7 +5,9 @@
 //! `params.task`). So that a model hooking `tools/list` does not make those disappear, the proxy
 //! notes what the typed value lost when it was read ([`UnknownFields::lost`]: the JSON against
 //! the typed value written back) and puts it back into what the hooks return
-//! ([`UnknownFields::restore`]), unless the hooks set that member themselves.
+//! ([`UnknownFields::restore`]), unless the hooks set that member themselves. From the text,
+//! [`UnknownFields::lost_in_text`] reads into a `Value` only the members that can be lost, not
+//! the whole message a second time.
 //!
 //! Members are matched at the top level and one level down, in the lists MCP results and params
 //! carry (tools, prompts, resources, templates, content, contents, messages), by the item's
@@ -13,7 +15,9 @@
 //! forwarding path never parses a payload.
 
 use std::collections::HashMap;
+use std::fmt;
 
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 /// The lists whose items are matched one level down.
@@ -26,6 +30,9 @@ const LISTS: &[&str] = &[
     "contents",
     "messages",
 ];
+
+/// The members that identify a list's item, in the order they are tried.
+const IDENTITIES: [&str; 3] = ["name", "uri", "uriTemplate"];
 
 /// What a typed value lost: top-level members, and members of list items by list and identity.
 #[derive(Debug, Default, PartialEq)]
@@ -84,6 +91,23 @@ impl UnknownFields {
             }
         }
         (!lost.top.is_empty() || !lost.items.is_empty()).then_some(lost)
+    }
+
+    /// [`lost`](Self::lost) for the text `raw` of a message, without reading all of it into a
+    /// `Value`: only the members that can be lost are (see [`Pruned`]). `None` when nothing was
+    /// lost or `raw` is not one JSON value.
+    pub(crate) fn lost_in_text(raw: &str, typed: &Value) -> Option<Self> {
+        let Value::Object(members) = typed else {
+            return None;
+        };
+        let mut deserializer = serde_json::Deserializer::from_str(raw);
+        let pruned = Pruned {
+            level: Level::Top(members),
+        }
+        .deserialize(&mut deserializer)
+        .ok()?;
+        deserializer.end().ok()?;
+        Self::lost(&pruned, typed)
     }
 
     /// The members lost at the top level, for a writer that puts them back without a `Value`.
@@ -165,12 +189,150 @@ impl Identity<'_> {
 }
 
 fn identity(item: &Map<String, Value>, index: usize) -> Identity<'_> {
-    for key in ["name", "uri", "uriTemplate"] {
+    for key in IDENTITIES {
         if let Some(Value::String(id)) = item.get(key) {
             return Identity::Key(key, id);
         }
     }
     Identity::Index(index)
+}
+
+/// The members of a message that [`UnknownFields::lost`] can need, read from its text: at the
+/// top level, the whole value of each member `typed` lacks, and the items of the lists it
+/// matches; in those items, the whole value of each member some typed item lacks, and the
+/// identities. Every other value is skipped (`null` in its place), so a 1.25 MB listing is not
+/// read into a `Value` only to compare its keys. Keys, their order and a duplicate's collapse
+/// (the last value, in the first one's place) are those of a `Value` read from the same text.
+#[derive(Clone, Copy)]
+struct Pruned<'t> {
+    /// Which members matter: `typed`'s own, at the top or in one list.
+    level: Level<'t>,
+}
+
+#[derive(Clone, Copy)]
+enum Level<'t> {
+    /// The message: `typed`'s members.
+    Top(&'t Map<String, Value>),
+    /// A list's value (only an array of objects is read further), and the keys every typed
+    /// item of the list has (a raw item's other members may be lost, so they are read whole).
+    List(&'t [String]),
+    /// One item of a list.
+    Item(&'t [String]),
+}
+
+impl<'de> DeserializeSeed<'de> for Pruned<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Pruned<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    // Anything but the expected object (top level, item) or array (list) is never looked into.
+    fn visit_bool<E>(self, _: bool) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let Level::List(common) = self.level else {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            return Ok(Value::Null);
+        };
+        let mut items = Vec::new();
+        let item = Pruned {
+            level: Level::Item(common),
+        };
+        while let Some(value) = seq.next_element_seed(item)? {
+            items.push(value);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        match self.level {
+            Level::Top(typed) => {
+                while let Some(key) = map.next_key::<String>()? {
+                    let value = match typed.get(&key) {
+                        None => map.next_value::<Value>()?,
+                        Some(Value::Array(items)) if LISTS.contains(&key.as_str()) => {
+                            let common = common_keys(items);
+                            map.next_value_seed(Pruned {
+                                level: Level::List(&common),
+                            })?
+                        }
+                        Some(_) => {
+                            map.next_value::<IgnoredAny>()?;
+                            Value::Null
+                        }
+                    };
+                    out.insert(key, value);
+                }
+            }
+            Level::Item(common) => {
+                while let Some(key) = map.next_key::<String>()? {
+                    let value = if IDENTITIES.contains(&key.as_str()) || !common.contains(&key) {
+                        map.next_value::<Value>()?
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                        Value::Null
+                    };
+                    out.insert(key, value);
+                }
+            }
+            Level::List(_) => {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                return Ok(Value::Null);
+            }
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// The keys every object among `items` has (none if an item is not an object).
+fn common_keys(items: &[Value]) -> Vec<String> {
+    let mut objects = items.iter().map(|item| match item {
+        Value::Object(item) => Some(item),
+        _ => None,
+    });
+    let Some(Some(first)) = objects.next() else {
+        return Vec::new();
+    };
+    let mut common: Vec<String> = first.keys().cloned().collect();
+    for item in objects {
+        let Some(item) = item else {
+            return Vec::new();
+        };
+        common.retain(|key| item.contains_key(key));
+    }
+    common
 }
 
 #[cfg(test)]
@@ -206,6 +368,67 @@ mod tests {
                 "x-extra": 2,
             })
         );
+    }
+
+    /// `lost_in_text` finds what `lost` finds on the text read into a `Value`.
+    fn same_in_text(raw: &str, typed: &Value) -> Option<UnknownFields> {
+        let parsed: Value = serde_json::from_str(raw).expect("json");
+        let lost = UnknownFields::lost_in_text(raw, typed);
+        assert_eq!(lost, UnknownFields::lost(&parsed, typed), "{raw}");
+        lost
+    }
+
+    #[test]
+    fn the_text_loses_what_its_value_loses() {
+        let typed = json!({
+            "tools": [
+                {"name": "a", "inputSchema": {}, "outputSchema": {}},
+                {"name": "b", "inputSchema": {}},
+                {"name": "b", "inputSchema": {}, "title": "second b"},
+            ],
+            "content": [{"type": "text", "text": "x"}, {"type": "text", "text": "y"}],
+            "contents": [{"uri": "file:///a", "text": "a"}],
+            "messages": "not a list here",
+            "nextCursor": "n",
+        });
+        let raw = r#"{
+            "x-top": {"deep": [1, 2.5, "é", {"k": null}]},
+            "tools": [
+                {"name": "a", "inputSchema": {"x": [1]}, "outputSchema": {"y": 2}, "execution": {"taskSupport": "optional"}},
+                7,
+                {"name": "b", "inputSchema": {}, "title": null, "title": "dup", "x-b": [true]},
+                {"name": "b", "inputSchema": {}, "x-second": 1},
+                {"name": "gone", "inputSchema": {}, "x-gone": 1}
+            ],
+            "content": [{"type": "text", "text": "x", "x-c": 1}, "odd", {"type": "text", "text": "y", "x-d": {}}],
+            "contents": {"uri": "not a list"},
+            "messages": [{"x-m": 1}],
+            "resourceTemplates": [{"uriTemplate": "t", "x-t": 1}],
+            "nextCursor": "n",
+            "x-top": "the last one wins",
+            "\u0078-escaped": 1
+        }"#;
+        let lost = same_in_text(raw, &typed).expect("lost");
+        assert_eq!(lost.top()["x-top"], "the last one wins");
+        assert_eq!(lost.top()["x-escaped"], 1);
+        assert_eq!(lost.top()["resourceTemplates"][0]["x-t"], 1);
+        let tools = lost.items_by_name("tools");
+        assert_eq!(tools["a"]["execution"]["taskSupport"], "optional");
+        assert!(!tools.contains_key("gone"));
+        // Not objects, or nothing to compare with: nothing is lost, as before.
+        for raw in [
+            r#"[1, 2]"#,
+            r#""text""#,
+            r#"{}"#,
+            r#"{"tools": [], "nextCursor": "n"}"#,
+            r#"{"tools": {"name": "a"}}"#,
+            r#"{"tools": [{"name": "a", "inputSchema": {"x-in-schema": 1}}]}"#,
+        ] {
+            assert_eq!(same_in_text(raw, &typed), None, "{raw}");
+        }
+        // Not one JSON value: nothing is read.
+        assert_eq!(UnknownFields::lost_in_text(r#"{"a": 1} {}"#, &typed), None);
+        assert_eq!(UnknownFields::lost_in_text(r#"{"a": "#, &typed), None);
     }
 
     #[test]

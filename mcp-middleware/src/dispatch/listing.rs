@@ -76,7 +76,7 @@ impl Listing {
 
     fn parse(raw: String) -> HookResult<Listing> {
         let list: ListToolsResult = from_result("tools/list", &raw)?;
-        let lost = super::lost_in(&raw, &list);
+        let lost = super::lost_in(&raw, &without_schemas(&list));
         let (spans, tools) = schema_spans(&raw, &list).unwrap_or_default();
         Ok(Listing {
             raw,
@@ -205,6 +205,21 @@ impl Listing {
         *schema = Arc::clone(placeholder);
         Some(span)
     }
+}
+
+/// `list` with every schema replaced by one empty object, to find what reading it lost: that
+/// looks only at which members the listing and its tools write, never into a schema, and
+/// writing 1,000 schemas into `Value`s only to compare their keys cost more than the read.
+fn without_schemas(list: &ListToolsResult) -> ListToolsResult {
+    let empty = Arc::new(JsonObject::new());
+    let mut list = list.clone();
+    for tool in &mut list.tools {
+        tool.input_schema = Arc::clone(&empty);
+        if let Some(output) = &mut tool.output_schema {
+            *output = Arc::clone(&empty);
+        }
+    }
+    list
 }
 
 fn address(schema: &Arc<JsonObject>) -> usize {
@@ -500,6 +515,43 @@ mod tests {
         assert_eq!(written["tools"][0]["title"], "set by a hook");
         assert_eq!(written["tools"][0]["execution"]["taskSupport"], "optional");
         assert_eq!(written["x-extra"]["kept"], true);
+    }
+
+    #[test]
+    fn what_the_listing_lost_is_what_a_second_parse_of_the_text_finds() {
+        let mut raw: Value = serde_json::from_str(&listing(40)).expect("json");
+        raw["x-extra"] = json!({"kept": [1, 2]});
+        for (i, tool) in raw["tools"]
+            .as_array_mut()
+            .expect("tools")
+            .iter_mut()
+            .enumerate()
+        {
+            if i % 3 == 0 {
+                tool["execution"] = json!({"taskSupport": "optional"});
+                tool["inputSchema"]["x-schema-only"] = json!(true);
+            }
+            if i % 4 == 0 {
+                tool["title"] = Value::Null;
+            }
+        }
+        let raw = serde_json::to_string(&raw).expect("json");
+        let read = Listing::parse(raw.clone()).expect("read");
+        let typed: ListToolsResult = serde_json::from_str(&raw).expect("typed");
+        let parsed: Value = serde_json::from_str(&raw).expect("json");
+        let typed = serde_json::to_value(&typed).expect("value");
+        let twice = UnknownFields::lost(&parsed, &typed).expect("lost");
+        assert_eq!(read.lost(), Some(&twice));
+        // Members inside a schema are the schema's own: never lost, never put back.
+        let items = twice.items_by_name("tools");
+        assert_eq!(items.len(), 20);
+        assert!(
+            items
+                .values()
+                .all(|lost| !lost.contains_key("x-schema-only"))
+        );
+        assert_eq!(items["tool_0"]["title"], Value::Null);
+        assert_eq!(twice.top()["x-extra"], json!({"kept": [1, 2]}));
     }
 
     #[test]
