@@ -50,18 +50,29 @@ pub mod starts {
     }
 }
 
-async fn replica(redis: &Redis) -> HttpServer {
-    let store = SharedStore::redis(&redis.url, "replica-sessions")
+/// A replica of project `namespace` on `redis`, the scripted upstream behind `proxy`'s models.
+async fn replica_of(
+    redis: &Redis,
+    namespace: &str,
+    models: impl FnOnce(Proxy) -> Proxy,
+) -> HttpServer {
+    let store = SharedStore::redis(&redis.url, namespace)
         .await
         .expect("redis answers");
     let options = HttpOptions::default()
         .listen("127.0.0.1:0".parse().expect("an address"))
         .shared_store(store);
-    Proxy::new(support::scripted_upstream())
-        .model::<starts::Model>()
+    models(Proxy::new(support::scripted_upstream()))
         .serve_http(options)
         .await
         .expect("serve_http")
+}
+
+async fn replica(redis: &Redis) -> HttpServer {
+    replica_of(redis, "replica-sessions", |proxy| {
+        proxy.model::<starts::Model>()
+    })
+    .await
 }
 
 async fn whoami(conn: &mut Conn, session: &str, id: u64) -> String {
@@ -139,16 +150,7 @@ fn told(state: &serde_json::Value) -> (Option<String>, Vec<String>) {
 
 /// A replica without the `starts` model (whose start counter the other test reads).
 async fn plain_replica(redis: &Redis) -> HttpServer {
-    let store = SharedStore::redis(&redis.url, "replica-handshakes")
-        .await
-        .expect("redis answers");
-    let options = HttpOptions::default()
-        .listen("127.0.0.1:0".parse().expect("an address"))
-        .shared_store(store);
-    Proxy::new(support::scripted_upstream())
-        .serve_http(options)
-        .await
-        .expect("serve_http")
+    replica_of(redis, "replica-handshakes", |proxy| proxy).await
 }
 
 const LEVELS: [&str; 4] = ["debug", "info", "warning", "error"];
