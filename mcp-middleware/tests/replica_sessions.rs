@@ -15,7 +15,7 @@ mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use http_client::{Conn, call, start_session};
+use http_client::{Conn, WAIT, call, start_session};
 use mcp_middleware::Proxy;
 use mcp_middleware::http::{HttpOptions, HttpServer};
 use mcp_middleware::prelude::*;
@@ -279,24 +279,28 @@ async fn concurrent_handshake_changes_on_two_replicas_all_reach_the_shared_store
         deterministic, expected,
         "the restoring replica's upstream was replayed exactly the subscriptions: {restored}"
     );
-    // Both racing replicas' upstreams end on what the store holds (through the store's
-    // announcements, which take a moment: waited for, 20 s at most).
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
-    for (name, conn) in [("first", &mut first[0]), ("second", &mut second[0])] {
-        let mut id = 500_000;
-        loop {
-            id += 1;
-            let state = upstream_state(conn, &session, id).await;
-            if told(&state) == (level.clone(), subscribed.clone()) {
-                break;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
+    // Both racing replicas' upstreams end on what the store holds, through the store's
+    // announcements: each upstream answers `state_when` the moment it has been told that.
+    let expected_told = json!({"level": level, "subscribed": subscribed});
+    // (Bounded below the connection's own wait, so a miss fails here with what it was told.)
+    let (first_addr, second_addr) = (one.local_addr(), two.local_addr());
+    for (name, conn, addr) in [
+        ("first", &mut first[0], first_addr),
+        ("second", &mut second[0], second_addr),
+    ] {
+        let reached = tokio::time::timeout(
+            WAIT - std::time::Duration::from_secs(2),
+            call(conn, &session, 500_001, "state_when", expected_told.clone()),
+        )
+        .await;
+        if reached.is_err() {
+            let mut probe = Conn::connect(addr).await;
+            let state = upstream_state(&mut probe, &session, 500_002).await;
+            panic!(
                 "the {name} replica's upstream never ended on the stored handshake: {:?} vs {:?}",
                 told(&state),
                 (&level, &subscribed)
             );
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
     }
     one.shutdown().await;

@@ -373,9 +373,9 @@ async def test_list_changed_sent_on_one_replica_reaches_the_get_stream_held_on_a
             async with Client(streamable_http_client(group.url), mode="legacy", read_timeout_seconds=READ_TIMEOUT,
                               message_handler=on_message, cache=None) as c:
                 # The client opens its GET stream after the handshake; wait until it has.
-                with anyio.fail_after(EVENT_TIMEOUT):
-                    while not any(line.startswith("GET ") for _, line, _ in group.balancer.requests[start:]):
-                        await anyio.sleep(0.01)
+                opened_get = await anyio.to_thread.run_sync(
+                    group.balancer.wait_for, lambda request: request[1].startswith("GET "), EVENT_TIMEOUT, start)
+                assert opened_get is not None, group.balancer.requests[start:]
                 opened = await c.call_tool("begin_session", {"intent": f"attempt {attempt}"})
                 assert not opened.is_error, opened
                 with anyio.fail_after(EVENT_TIMEOUT):

@@ -207,11 +207,10 @@ async def test_a_sampling_request_answered_through_another_replica_reaches_the_u
             # reference server only offers its sampling tool once initialized) must have
             # learned it through the handshake fan-out.
             (creator,) = [i for i, line, body in group.balancer.requests if b'"method":"initialize"' in body]
-            with anyio.fail_after(READ_TIMEOUT):
-                # The client posts it in the background once `initialize` is answered.
-                while not (noted := [i for i, line, body in group.balancer.requests
-                                     if b"notifications/initialized" in body]):
-                    await anyio.sleep(0.01)
+            # The client posts it in the background once `initialize` is answered.
+            noted = await anyio.to_thread.run_sync(
+                group.balancer.wait_for, lambda request: b"notifications/initialized" in request[2], READ_TIMEOUT)
+            assert noted is not None, group.balancer.requests
             assert noted[0] != creator, (creator, group.balancer.requests)
             crossed: list[str] = []
             called: set[int] = set()
@@ -294,15 +293,12 @@ async def test_a_client_cancelling_a_server_request_through_another_replica_reac
                               "params": {"requestId": asked["id"], "reason": "the user withdrew it"}}
                     posted = await http.post(third, headers=headers, json=cancel)
                     assert posted.status_code == 202, posted.text
-                    # The second replica's upstream gets it under the id it gave its request.
-                    while True:
-                        lines = received.read_text(encoding="utf-8").splitlines() if received.exists() else []
-                        entries = [json.loads(line) for line in lines]
-                        (sent,) = [e["id"] for e in entries if e["method"] == "ask"]
-                        cancels = [e for e in entries if e["method"] == "notifications/cancelled"]
-                        if cancels:
-                            break
-                        await anyio.sleep(0.05)
+                    # The second replica's upstream gets it under the id it gave its request:
+                    # it answers `state_when` once it has.
+                    await rpc(http, second, headers, 8, "state_when", {"cancelled": 1})
+                    entries = [json.loads(line) for line in received.read_text(encoding="utf-8").splitlines()]
+                    (sent,) = [e["id"] for e in entries if e["method"] == "ask"]
+                    cancels = [e for e in entries if e["method"] == "notifications/cancelled"]
         assert [c["requestId"] for c in cancels] == [f"q-{sent}"], (entries, group.stderr())
 
 
@@ -441,13 +437,15 @@ async def race(http: httpx2.AsyncClient, group: Replicas, a: str, b: str, c: str
     assert level in ("critical", "alert"), restored
     assert restored["log_levels"] == [level], restored
     assert set(subscribed) - set(contested) == expected, (restored, group.stderr())
-    # A and B hear each other's changes through the store: waited for, bounded.
+    # A and B hear each other's changes through the store: each upstream answers `state_when`
+    # once it has been told the stored handshake (bounded; on a miss, what it was told).
     for name, url in (("A", a), ("B", b)):
-        state = await scripted_state(http, url, headers, next(ids))
+        state: dict[str, Any] | None = None
         with anyio.move_on_after(EVENT_TIMEOUT):
-            while told(state) != (level, subscribed):
-                await anyio.sleep(0.05)
-                state = await scripted_state(http, url, headers, next(ids))
+            state = (await rpc(http, url, headers, next(ids), "state_when",
+                               {"level": level, "subscribed": subscribed}))["result"]
+        if state is None:
+            state = await scripted_state(http, url, headers, next(ids))
         assert told(state) == (level, subscribed), (name, state, restored, group.stderr())
         assert state["pid"] != restored["pid"]
 
