@@ -124,18 +124,7 @@ async fn a_large_answer_reaches_the_http_client_while_the_upstream_is_still_writ
         assert!(reply.message().await.is_none(), "the stream ends after it");
     }
     // The session goes on; a small answer and a large unpaused one come whole.
-    let echo = call(
-        &mut conn,
-        &session,
-        2,
-        "custom/echo",
-        json!({"still": "here"}),
-    )
-    .await;
-    assert_eq!(
-        echo.last().map(|m| &m["result"]["echo"]["still"]),
-        Some(&json!("here"))
-    );
+    still_answers(&mut conn, &session, 2).await;
     let big = call(&mut conn, &session, 3, "big", json!({"size": SIZE})).await;
     let text = big
         .last()
@@ -183,14 +172,12 @@ async fn an_answer_cut_through_over_http_past_the_limit_is_ended_and_its_request
         );
         assert!(reply.message().await.is_none(), "the stream ends after it");
     }
-    let echo = call(
-        &mut conn,
-        &session,
-        2,
-        "custom/echo",
-        json!({"still": "here"}),
-    )
-    .await;
+    still_answers(&mut conn, &session, 2).await;
+}
+
+/// The session still answers: a small echo comes back whole.
+async fn still_answers(conn: &mut Conn, session: &str, id: u64) {
+    let echo = call(conn, session, id, "custom/echo", json!({"still": "here"})).await;
     assert_eq!(
         echo.last().map(|m| &m["result"]["echo"]["still"]),
         Some(&json!("here"))
