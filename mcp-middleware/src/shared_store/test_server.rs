@@ -23,13 +23,13 @@ impl Server {
             .map(|a| a.port())
             .unwrap_or(0);
         assert_ne!(port, 0, "no free port");
-        let server = Self {
+        let mut server = Self {
             child: spawn(port, &[]),
             port,
             cluster_dir: None,
             url: format!("redis://127.0.0.1:{port}/0"),
         };
-        listening(port).await;
+        listening(&mut server.child).await;
         server
     }
 
@@ -51,7 +51,7 @@ impl Server {
             &["--cluster-enabled", "yes", "--dir", &dir_arg],
         );
         server.cluster_dir = Some(dir);
-        listening(server.port).await;
+        listening(&mut server.child).await;
         let cli = |args: &[&str]| {
             Command::new("redis-cli")
                 .args(["-p", &server.port.to_string()])
@@ -82,7 +82,7 @@ impl Server {
     pub(crate) async fn restart(&mut self) {
         self.stop();
         self.child = spawn(self.port, &[]);
-        listening(self.port).await;
+        listening(&mut self.child).await;
     }
 }
 
@@ -106,7 +106,8 @@ fn spawn(port: u16, extra: &[&str]) -> Child {
             "",
         ])
         .args(extra)
-        .stdout(Stdio::null())
+        // Its log, read until it is ready (`listening`).
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn();
     match child {
@@ -115,11 +116,23 @@ fn spawn(port: u16, extra: &[&str]) -> Child {
     }
 }
 
-/// Waits until it accepts connections (bounded: a server that never does fails the test).
-async fn listening(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not listen");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+/// Waits until it logs that it accepts connections (bounded: a server that never does fails
+/// the test). The log is dropped then: Redis ignores the broken pipe, so it is never blocked
+/// by a log nobody reads.
+async fn listening(child: &mut Child) {
+    let Some(log) = child.stdout.take() else {
+        panic!("redis-server's log is not piped");
+    };
+    let ready = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(log)
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line.contains("Ready to accept connections"))
+    });
+    match tokio::time::timeout(Duration::from_secs(20), ready).await {
+        Ok(Ok(true)) => {}
+        Ok(_) => panic!("redis-server exited before it accepted connections"),
+        Err(_) => panic!("redis-server did not accept connections within 20 s"),
     }
 }
