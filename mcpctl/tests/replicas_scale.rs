@@ -6,11 +6,11 @@
 //! restoring, which fsync does not change; `tests/interop/test_replicas.py` restarts a
 //! persistent one), three debug `mcpctl serve shared --store` processes, one shared HTTP
 //! upstream (a minimal one in this process: every replica-session opens its own upstream
-//! session on it, no child per session), and the balancer and client here, on tokio. The balancer is an L4 round robin: each connection goes to the next
-//! replica, and the client opens one connection per request (`connection: close`), so every
-//! request of a session goes to the next replica, whichever served the one before. It records
-//! which replica each session's requests reached: every session must have been served by all
-//! three. The project's model is `gate`, so each replica must restore the session's model
+//! session on it, no child per session), and the balancer and client here, on tokio. The
+//! balancer sends every request to the next replica, whichever replica had the session's
+//! request before (connections kept alive on both sides, as an HTTP load balancer does). It
+//! records which replica each session's requests reached: every session must have been
+//! served by all three. The project's model is `gate`, so each replica must restore the session's model
 //! state (the gate opened by `begin_session`) from Redis before it forwards a call.
 //!
 //! Each answer is checked to carry its request's id and the echo of its own session's and
@@ -34,6 +34,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 
 use http_client::{Conn, MCP_HEADERS, WAIT, initialize_request, request};
@@ -206,23 +207,34 @@ fn replica(home: &home::Home, store: &str) -> Replica {
 /// Which replicas served each session's requests (by `mcp-session-id`; `initialize` has none).
 type Served = Arc<Mutex<HashMap<String, [usize; REPLICAS]>>>;
 
-/// A round-robin TCP balancer on a free loopback port: each connection goes to the next
-/// replica (no affinity). It reads the request head to note the session the request is for,
-/// then pipes both ways until either side closes.
+/// A kept-alive connection to a replica.
+type Backend = (BufReader<OwnedReadHalf>, OwnedWriteHalf);
+
+/// A round-robin HTTP balancer without affinity on a free loopback port: every request goes to
+/// the next replica, whichever connection it came on and whichever replica had the one before.
+/// Connections are kept alive on both sides (each replica's idle ones pooled), so what the
+/// replicas spend is on requests, not on connections. Requests are read by `content-length`,
+/// answers by `content-length` or chunks (the replicas' SSE answers), as this test's client
+/// sends and the replicas answer.
 async fn start_balancer(backends: Vec<SocketAddr>, served: Served) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind the balancer");
     let addr = listener.local_addr().expect("the balancer's address");
-    let next = Arc::new(AtomicUsize::new(0));
+    let balancer = Arc::new(Balancer {
+        pools: backends.iter().map(|_| Mutex::new(Vec::new())).collect(),
+        backends,
+        next: AtomicUsize::new(0),
+        served,
+    });
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
-            let index = next.fetch_add(1, Ordering::Relaxed) % backends.len();
-            let backend = backends[index];
-            let served = served.clone();
+            let balancer = balancer.clone();
             tokio::spawn(async move {
-                if let Err(err) = forward(client, backend, index, &served).await {
-                    eprintln!("balancer: a request to replica {index}: {err}");
+                if let Err(err) = balancer.client(client).await
+                    && err.kind() != std::io::ErrorKind::UnexpectedEof
+                {
+                    eprintln!("balancer: {err}");
                 }
             });
         }
@@ -230,57 +242,164 @@ async fn start_balancer(backends: Vec<SocketAddr>, served: Served) -> SocketAddr
     addr
 }
 
-async fn forward(
-    mut client: TcpStream,
-    backend: SocketAddr,
-    index: usize,
-    served: &Served,
-) -> std::io::Result<()> {
-    client.set_nodelay(true)?;
-    // The head (and whatever of the body came with it).
-    let mut head = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 4096];
-    let end = loop {
-        let read = client.read(&mut chunk).await?;
-        if read == 0 {
-            return Ok(());
+struct Balancer {
+    backends: Vec<SocketAddr>,
+    pools: Vec<Mutex<Vec<Backend>>>,
+    next: AtomicUsize,
+    served: Served,
+}
+
+/// Reads a head (up to and with its empty line) into `head`; false at a clean end of input.
+async fn read_head(
+    input: &mut BufReader<impl tokio::io::AsyncRead + Unpin>,
+    head: &mut String,
+) -> std::io::Result<bool> {
+    head.clear();
+    loop {
+        let before = head.len();
+        if input.read_line(head).await? == 0 {
+            return if before == 0 {
+                Ok(false)
+            } else {
+                Err(std::io::ErrorKind::UnexpectedEof.into())
+            };
         }
-        head.extend_from_slice(&chunk[..read]);
-        if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
-            break end;
+        if head[before..].trim_end().is_empty() {
+            return Ok(true);
         }
-    };
-    let session = String::from_utf8_lossy(&head[..end])
-        .lines()
-        .find_map(|line| {
-            let (name, value) = line.split_once(':')?;
-            name.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| value.trim().to_owned())
-        });
-    if let Some(session) = session
-        && let Ok(mut served) = served.lock()
-    {
-        served.entry(session).or_default()[index] += 1;
     }
-    let mut upstream = TcpStream::connect(backend).await?;
-    upstream.set_nodelay(true)?;
-    upstream.write_all(&head).await?;
-    tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
-    Ok(())
+}
+
+/// The value of header `name` in `head`.
+fn header<'h>(head: &'h str, name: &str) -> Option<&'h str> {
+    head.lines().skip(1).find_map(|line| {
+        let (n, value) = line.split_once(':')?;
+        n.trim().eq_ignore_ascii_case(name).then(|| value.trim())
+    })
+}
+
+impl Balancer {
+    /// One client connection: its requests, each to the next replica, until it closes.
+    async fn client(&self, client: TcpStream) -> std::io::Result<()> {
+        client.set_nodelay(true)?;
+        let (read, mut write) = client.into_split();
+        let mut input = BufReader::new(read);
+        let mut head = String::new();
+        while read_head(&mut input, &mut head).await? {
+            let length: usize = header(&head, "content-length")
+                .map_or(Ok(0), str::parse)
+                .map_err(std::io::Error::other)?;
+            let mut request = head.clone().into_bytes();
+            let at = request.len();
+            request.resize(at + length, 0);
+            input.read_exact(&mut request[at..]).await?;
+            let index = self.next.fetch_add(1, Ordering::Relaxed) % self.backends.len();
+            if let Some(session) = header(&head, "mcp-session-id")
+                && let Ok(mut served) = self.served.lock()
+            {
+                served.entry(session.to_owned()).or_default()[index] += 1;
+            }
+            self.exchange(index, &request, &mut write).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends `request` to replica `index` and its answer to `client`. A pooled connection the
+    /// replica closed meanwhile (it read no request on it) is replaced by a new one.
+    async fn exchange(
+        &self,
+        index: usize,
+        request: &[u8],
+        client: &mut OwnedWriteHalf,
+    ) -> std::io::Result<()> {
+        let pooled = self.pools[index]
+            .lock()
+            .ok()
+            .and_then(|mut pool| pool.pop());
+        let mut head = String::new();
+        let reused = match pooled {
+            Some(mut backend) => {
+                let sent = backend.1.write_all(request).await;
+                let answered =
+                    sent.is_ok() && read_head(&mut backend.0, &mut head).await.unwrap_or(false);
+                answered.then_some(backend)
+            }
+            None => None,
+        };
+        let mut backend = match reused {
+            Some(backend) => backend,
+            None => {
+                let stream = TcpStream::connect(self.backends[index]).await?;
+                stream.set_nodelay(true)?;
+                let (read, mut write) = stream.into_split();
+                let mut read = BufReader::new(read);
+                write.write_all(request).await?;
+                if !read_head(&mut read, &mut head).await? {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                (read, write)
+            }
+        };
+        client.write_all(head.as_bytes()).await?;
+        let answer = &mut backend.0;
+        if header(&head, "transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+            let mut line = String::new();
+            loop {
+                line.clear();
+                answer.read_line(&mut line).await?;
+                client.write_all(line.as_bytes()).await?;
+                let size = usize::from_str_radix(line.trim(), 16).map_err(std::io::Error::other)?;
+                if size == 0 {
+                    // Trailers (none here) up to the empty line.
+                    while read_head_line(answer, &mut line).await? {
+                        client.write_all(line.as_bytes()).await?;
+                    }
+                    client.write_all(b"\r\n").await?;
+                    break;
+                }
+                let mut chunk = vec![0u8; size + 2];
+                answer.read_exact(&mut chunk).await?;
+                client.write_all(&chunk).await?;
+            }
+        } else {
+            let length: usize = header(&head, "content-length")
+                .map_or(Ok(0), str::parse)
+                .map_err(std::io::Error::other)?;
+            let mut body = vec![0u8; length];
+            answer.read_exact(&mut body).await?;
+            client.write_all(&body).await?;
+        }
+        if !header(&head, "connection").is_some_and(|v| v.eq_ignore_ascii_case("close"))
+            && let Ok(mut pool) = self.pools[index].lock()
+        {
+            pool.push(backend);
+        }
+        Ok(())
+    }
+}
+
+/// Reads one line into `line`; false (and nothing kept) when it is the empty line.
+async fn read_head_line(
+    input: &mut BufReader<OwnedReadHalf>,
+    line: &mut String,
+) -> std::io::Result<bool> {
+    line.clear();
+    if input.read_line(line).await? == 0 {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(!line.trim_end().is_empty())
 }
 
 // --------------------------------------------------------------------------- client
 
-/// POSTs `body` on a new connection to the balancer (`connection: close`: the next request goes
-/// to the next replica) and returns the status, the session id it names, and its messages.
+/// POSTs `body` on the session's kept-alive connection to the balancer and returns the status,
+/// the session id it names, and its messages.
 async fn post(
-    balancer: SocketAddr,
+    conn: &mut Conn,
     session: Option<&str>,
     body: &str,
 ) -> (u16, Option<String>, Vec<Value>) {
-    let mut conn = Conn::connect(balancer).await;
     let mut headers = MCP_HEADERS.to_vec();
-    headers.push(("connection", "close"));
     if let Some(session) = session {
         headers.push(("mcp-session-id", session));
         headers.push(("mcp-protocol-version", "2025-11-25"));
@@ -306,13 +425,14 @@ fn answer(what: &str, id: u64, messages: &[Value]) -> Value {
 
 /// Session `s`: initialize, open the gate, then its calls one after another, each checked.
 async fn run_session(balancer: SocketAddr, s: usize) -> String {
+    let conn = &mut Conn::connect(balancer).await;
     let (status, session, messages) =
-        post(balancer, None, &initialize_request(&format!("scale-{s}"))).await;
+        post(conn, None, &initialize_request(&format!("scale-{s}"))).await;
     assert_eq!(status, 200, "session {s}: initialize");
     let session = session.unwrap_or_else(|| panic!("session {s}: no session id"));
     answer(&format!("session {s}: initialize"), 0, &messages);
     let (status, _, _) = post(
-        balancer,
+        conn,
         Some(&session),
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
     )
@@ -323,7 +443,7 @@ async fn run_session(balancer: SocketAddr, s: usize) -> String {
         "tools/call",
         json!({"name": "begin_session", "arguments": {"intent": format!("session {s}")}}),
     );
-    let (status, _, messages) = post(balancer, Some(&session), &opened).await;
+    let (status, _, messages) = post(conn, Some(&session), &opened).await;
     assert_eq!(status, 200, "session {s}: begin_session");
     let result = answer(&format!("session {s}: begin_session"), 1, &messages);
     assert_ne!(
@@ -339,7 +459,7 @@ async fn run_session(balancer: SocketAddr, s: usize) -> String {
             json!({"name": "echo", "arguments": arguments}),
         );
         let what = format!("session {s} call {call}");
-        let (status, _, messages) = post(balancer, Some(&session), &body).await;
+        let (status, _, messages) = post(conn, Some(&session), &body).await;
         assert_eq!(status, 200, "{what}: {messages:?}");
         let result = answer(&what, id, &messages);
         assert_ne!(result["isError"], true, "{what}: {result}");
