@@ -6,9 +6,10 @@ keeps what it had, as a production Redis does), three `mcpctl serve` replicas of
 sharing it, and `tests/fixtures/round_robin.py` in front: every HTTP request goes to the next
 replica. The official Python client then drives the session the way a user would: gated on one
 replica, `begin_session` on another, the open tool list on a third; paginate's page 2 on
-another replica; a replica killed mid-session; Redis restarted mid-run; many sessions x calls
-with none lost or misrouted; `DELETE` ending the session on every replica; another principal
-refused.
+another replica; a replica killed mid-session; Redis restarted mid-run; `DELETE` ending the session
+on every replica; another principal refused. The issue's scale run (100 sessions x 200 calls
+over three replicas, none lost or misrouted) is `mcpctl/tests/replicas_scale.rs`: a Python
+client, balancer and upstream made it take about 190 s, most of it in this process.
 
 Runs when `MCP_HTTP_PROXY` names the mcpctl binary (skipped for the direct pass only).
 """
@@ -21,7 +22,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -60,11 +60,6 @@ ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "appl
 FOOTER = "\n\n[page "
 NEXT = re.compile(r'\{"cursor": "([^"]+)"\}\]$')
 LONG = "".join(f"{n:04d} żółw 🐢 naïve line\n" for n in range(120))
-
-#: Scale of the load test (the issue's full run: 100 sessions x 200 calls).
-LOAD_SESSIONS = int(os.environ.get("REPLICAS_SESSIONS", "12"))
-LOAD_CALLS = int(os.environ.get("REPLICAS_CALLS", "15"))
-
 
 # --------------------------------------------------------------------------- redis
 
@@ -325,34 +320,6 @@ class EchoUpstream(RecordingUpstream):
         if method == "tools/call" and params.get("name") == "echo":
             return {"content": [{"type": "text", "text": json.dumps(params.get("arguments") or {})}]}
         return super()._result(method, params, authorization)
-
-
-async def test_many_sessions_over_three_replicas_lose_and_misroute_nothing(tmp_path: Path) -> None:
-    with EchoUpstream() as upstream:
-        server = f"echo:  url: {upstream.url}"
-        # Every test session comes from 127.0.0.1: room for all of them on every replica.
-        room = ["--max-sessions", "512", "--max-sessions-per-principal", "512"]
-        with replicas(tmp_path, "gate", server, flags=room) as group:
-            answered = 0
-
-            async def one(session: int) -> None:
-                nonlocal answered
-                async with client(group.url) as c:
-                    await c.call_tool("begin_session", {"intent": f"session {session}"})
-                    for call in range(LOAD_CALLS):
-                        sent = {"session": session, "call": call}
-                        text = only_text(await c.call_tool("echo", sent))
-                        assert json.loads(text) == sent, (sent, text)
-                        answered += 1
-
-            started = time.monotonic()
-            async with anyio.create_task_group() as tg:
-                for session in range(LOAD_SESSIONS):
-                    tg.start_soon(one, session)
-            took = time.monotonic() - started
-            assert answered == LOAD_SESSIONS * LOAD_CALLS
-            print(f"\n{LOAD_SESSIONS} sessions x {LOAD_CALLS} calls over 3 replicas: {took:.1f} s, "
-                  f"requests per replica {group.balancer.served}")
 
 
 async def test_list_changed_sent_on_one_replica_reaches_the_get_stream_held_on_another(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@
 //! holding only the handshake's `initialize`), `v` (the states' version), `q` (its owner's
 //! quota set), `s:{state type}` (each model state's skeleton), `d:{digest}` (each document a
 //! skeleton refers to, see [`DOCUMENTS`](super::DOCUMENTS)), and the rest of the handshake,
-//! one change at a time (`handshake`): `h:level`, `h:sub:{uri}` (`1` or `0`),
-//! `h:initialized` and `hv`, the counter that numbers the changes. One TTL, one `DEL` and one
+//! one change at a time (`handshake`): `h:level`, `h:sub:{uri}` (`1`, removed on
+//! unsubscribe), `h:initialized` and `hv`, the counter that numbers the changes. One TTL, one `DEL` and one
 //! renewal cover them all. Writes that must
 //! be atomic are Lua scripts: the compare-and-set of states checks `v` and writes in one step.
 //! The session's TTL is set to the idle timeout plus [`SLACK`] and renewed only once less
@@ -113,7 +113,9 @@ return out
 /// (or lost) record also gets the handshake's parts, ARGV[4] field/value pairs after ARGV[4],
 /// and its handshake counter `hv` starts at the server's clock in microseconds, so that the
 /// changes of a session the store lost and a replica wrote again are numbered after every
-/// earlier one. An existing record's handshake parts change only through `SAVE_HANDSHAKE`.
+/// earlier one. An existing record's handshake parts change only through `SAVE_HANDSHAKE`;
+/// one of the previous format is upgraded first, so the `meta` written here, which carries
+/// none of them, does not lose them. Runs after [`UPGRADE`].
 const SAVE_META: &str = r"
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 local t = redis.call('TIME')
@@ -122,6 +124,8 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   for i = 5, last, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
   -- As a string: Lua would write a number this large with an exponent.
   redis.call('HSET', KEYS[1], 'hv', t[1] .. string.sub('00000' .. t[2], -6))
+else
+  upgrade(KEYS[1])
 end
 redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'q', KEYS[3])
 redis.call('HSETNX', KEYS[1], 'v', 0)
@@ -133,18 +137,60 @@ end
 return 1
 ";
 
+/// A Lua function the scripts that write a session's handshake or `meta` start with:
+/// `upgrade(key)` rewrites a record of the previous format (the whole handshake inside
+/// `meta`) in the current one. Each part `meta` carries moves to its own field unless a later
+/// change set that field already (`HSETNX`: the change is newer); a `0` an earlier build left
+/// for a URI `meta` listed is removed with it (nothing lists the URI any more, so absent means
+/// unsubscribed); `meta` is written again with only the `initialize`. Records of the current
+/// format are found by a plain search, without decoding: their `meta` never has these members
+/// (`HandshakeRecord` skips them when empty, and `SessionMeta`'s other members are strings,
+/// inside which a quote is escaped).
+const UPGRADE: &str = r#"
+local function upgrade(key)
+  local meta = redis.call('HGET', key, 'meta')
+  if not meta then return end
+  if not (string.find(meta, '"log_level":', 1, true)
+      or string.find(meta, '"subscriptions":', 1, true)
+      or string.find(meta, '"initialized":', 1, true)) then
+    return
+  end
+  local ok, record = pcall(cjson.decode, meta)
+  if not ok or type(record) ~= 'table' or type(record.handshake) ~= 'table' then return end
+  local h = record.handshake
+  if type(h.log_level) == 'string' then redis.call('HSETNX', key, 'h:level', h.log_level) end
+  if type(h.subscriptions) == 'table' then
+    for _, uri in ipairs(h.subscriptions) do
+      if type(uri) == 'string' then
+        local field = 'h:sub:' .. uri
+        if redis.call('HGET', key, field) == '0' then
+          redis.call('HDEL', key, field)
+        else
+          redis.call('HSETNX', key, field, '1')
+        end
+      end
+    end
+  end
+  if h.initialized == true then redis.call('HSETNX', key, 'h:initialized', '1') end
+  record.handshake = { initialize = h.initialize }
+  redis.call('HSET', key, 'meta', cjson.encode(record))
+end
+"#;
+
 /// Applies handshake changes to session KEYS[1], each in its own field, each numbered by
 /// the session's handshake counter `hv` (HINCRBY: the store orders them): ARGV[2] kind/arg
-/// pairs follow ARGV[1] (the TTL in ms, renewed). `level` sets `h:level`; `sub` and `unsub`
-/// set `h:sub:{uri}` to 1 and 0 (an unsubscribe is kept, so that it also overrides a record
-/// of the previous format); `initialized` sets `h:initialized` once, numbered 0 when it was
-/// set already. Returns each change's number, or -2 when the session is missing, -3 when it
-/// was ended (KEYS[2] marks it).
+/// pairs follow ARGV[1] (the TTL in ms, renewed). `level` sets `h:level`; `sub` sets
+/// `h:sub:{uri}` to 1 and `unsub` removes it (a record of the previous format is upgraded
+/// first, so no `meta` lists a URI a missing field would fail to override); `initialized`
+/// sets `h:initialized` once, numbered 0 when it was set already. Returns each change's
+/// number, or -2 when the session is missing, -3 when it was ended (KEYS[2] marks it).
+/// Runs after [`UPGRADE`].
 const SAVE_HANDSHAKE: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then
   if redis.call('EXISTS', KEYS[2]) == 1 then return -3 end
   return -2
 end
+upgrade(KEYS[1])
 local out = {}
 for i = 2, #ARGV, 2 do
   local kind, arg = ARGV[i], ARGV[i + 1]
@@ -154,7 +200,7 @@ for i = 2, #ARGV, 2 do
   elseif kind == 'sub' then
     redis.call('HSET', KEYS[1], 'h:sub:' .. arg, '1')
   elseif kind == 'unsub' then
-    redis.call('HSET', KEYS[1], 'h:sub:' .. arg, '0')
+    redis.call('HDEL', KEYS[1], 'h:sub:' .. arg)
   else
     changed = redis.call('HSETNX', KEYS[1], 'h:initialized', '1') == 1
   end
@@ -228,11 +274,11 @@ impl RedisBackend {
             connection,
             touch: script(TOUCH),
             save_states: script(SAVE_STATES),
-            save_meta: script(SAVE_META),
+            save_meta: upgrading(SAVE_META),
             delete: script(DELETE),
             claim: script(CLAIM),
             load: script(LOAD),
-            save_handshake: script(SAVE_HANDSHAKE),
+            save_handshake: upgrading(SAVE_HANDSHAKE),
         };
         backend.ping().await?;
         Ok(backend)
@@ -281,6 +327,11 @@ fn script(body: &str) -> redis::Script {
     } else {
         redis::Script::new(body)
     }
+}
+
+/// The script `body` after the [`UPGRADE`] function it calls.
+fn upgrading(body: &str) -> redis::Script {
+    script(&format!("{UPGRADE}{body}"))
 }
 
 fn millis(ttl: Duration) -> u64 {
@@ -740,6 +791,21 @@ mod tests {
 
     const TTL: Duration = Duration::from_secs(60);
 
+    impl RedisBackend {
+        /// Every field of session `id`'s hash, as stored.
+        async fn fields(&self, id: &str) -> Result<BTreeMap<String, String>, StoreError> {
+            let key = self.key(id);
+            let key = &key;
+            self.bounded(|mut connection| async move {
+                redis::cmd("HGETALL")
+                    .arg(key)
+                    .query_async(&mut connection)
+                    .await
+            })
+            .await
+        }
+    }
+
     #[tokio::test]
     async fn states_are_written_by_compare_and_set() -> Result<(), StoreError> {
         let server = Server::start().await;
@@ -1030,7 +1096,151 @@ mod tests {
             loaded.meta.handshake.subscriptions,
             ["mem://b".to_owned(), "mem://c".to_owned()].into()
         );
+        assert_eq!(
+            loaded.meta.handshake.log_level.as_deref(),
+            Some(r#"{"level":"info"}"#)
+        );
+        assert!(loaded.meta.handshake.initialized);
         assert_eq!(loaded.handshake_seq, 2);
+        // The change upgraded the record: `meta` holds only the `initialize`, each part has
+        // its field, and the unsubscribed URI none.
+        let fields = store.fields("old").await?;
+        let meta: serde_json::Value =
+            serde_json::from_str(&fields["meta"]).map_err(|err| store.corrupt(err.to_string()))?;
+        assert_eq!(
+            meta,
+            serde_json::json!({"principal": "token:alice", "owner": "token:alice", "handshake": {"initialize": "{}"}})
+        );
+        assert_eq!(
+            fields.get("h:level").map(String::as_str),
+            Some(r#"{"level":"info"}"#)
+        );
+        assert_eq!(fields.get("h:sub:mem://b").map(String::as_str), Some("1"));
+        assert_eq!(fields.get("h:sub:mem://c").map(String::as_str), Some("1"));
+        assert_eq!(fields.get("h:initialized").map(String::as_str), Some("1"));
+        assert!(!fields.contains_key("h:sub:mem://a"), "{fields:?}");
+        // Read the same after the upgrade, and an unsubscribe now removes the field.
+        store
+            .save_handshake(
+                "old",
+                &[Change::Unsubscribe {
+                    uri: "mem://b".into(),
+                }],
+                TTL,
+            )
+            .await?;
+        let loaded = store
+            .load("old", TTL)
+            .await?
+            .ok_or_else(|| store.corrupt("gone".into()))?;
+        assert_eq!(
+            loaded.meta.handshake.subscriptions,
+            ["mem://c".to_owned()].into()
+        );
+        assert!(!store.fields("old").await?.contains_key("h:sub:mem://b"));
+        Ok(())
+    }
+
+    /// A record of the previous format that an earlier build of the current one already
+    /// changed (a newer level, an unsubscribe kept as `0`) keeps those changes through the
+    /// upgrade; a `meta` rewritten by `save_meta` (a new `initialize`) upgrades it too.
+    #[tokio::test]
+    async fn an_upgrade_keeps_the_changes_made_since_the_previous_format() -> Result<(), StoreError>
+    {
+        let server = Server::start().await;
+        let store = RedisBackend::connect(&server.url, "unit").await?;
+        let old = r#"{"principal":"token:alice","owner":"token:alice","handshake":{"initialize":"{}","log_level":"{\"level\":\"info\"}","subscriptions":["mem://a","mem://b"],"initialized":true}}"#;
+        let key = store.key("old");
+        let (key, old) = (&key, old);
+        let _: i64 = store
+            .bounded(|mut connection| async move {
+                redis::cmd("HSET")
+                    .arg(key)
+                    .arg("meta")
+                    .arg(old)
+                    .arg("v")
+                    .arg(0)
+                    .arg("h:level")
+                    .arg(r#"{"level":"debug"}"#)
+                    .arg("h:sub:mem://a")
+                    .arg("0")
+                    .arg("hv")
+                    .arg(2)
+                    .query_async(&mut connection)
+                    .await
+            })
+            .await?;
+        assert!(store.save_meta("old", &meta(), TTL).await?);
+        let fields = store.fields("old").await?;
+        assert!(!fields["meta"].contains("subscriptions"), "{fields:?}");
+        assert!(!fields.contains_key("h:sub:mem://a"), "{fields:?}");
+        let loaded = store
+            .load("old", TTL)
+            .await?
+            .ok_or_else(|| store.corrupt("gone".into()))?;
+        let handshake = loaded.meta.handshake;
+        assert_eq!(handshake.log_level.as_deref(), Some(r#"{"level":"debug"}"#));
+        assert_eq!(handshake.subscriptions, ["mem://b".to_owned()].into());
+        assert!(handshake.initialized);
+        assert_eq!(loaded.handshake_seq, 2, "an upgrade numbers no change");
+        Ok(())
+    }
+
+    /// Many rounds of subscribing and unsubscribing, on many URIs: an unsubscribed URI leaves
+    /// the hash (no `0` kept), and the handshake read back is what was last asked for.
+    #[tokio::test]
+    async fn unsubscribed_uris_leave_the_hash() -> Result<(), StoreError> {
+        use std::collections::BTreeSet;
+
+        let server = Server::start().await;
+        let store = RedisBackend::connect(&server.url, "unit").await?;
+        assert!(store.save_meta("s", &meta(), TTL).await?);
+        let mut subscribed = BTreeSet::new();
+        for round in 0..200 {
+            let uri = format!("mem://{}", round % 17);
+            let change = if subscribed.contains(&uri) && round % 3 != 0 {
+                subscribed.remove(&uri);
+                Change::Unsubscribe { uri }
+            } else {
+                subscribed.insert(uri.clone());
+                Change::Subscribe { uri }
+            };
+            let written = store.save_handshake("s", &[change], TTL).await?;
+            assert!(
+                matches!(&written, Changed::Numbered(n) if n.len() == 1),
+                "{written:?}"
+            );
+        }
+        // And an unsubscribe of a URI never subscribed to.
+        store
+            .save_handshake(
+                "s",
+                &[Change::Unsubscribe {
+                    uri: "mem://never".into(),
+                }],
+                TTL,
+            )
+            .await?;
+        let fields = store.fields("s").await?;
+        let stored: BTreeSet<String> = fields
+            .iter()
+            .filter_map(|(field, value)| {
+                let uri = field.strip_prefix("h:sub:")?;
+                assert_eq!(value, "1", "{field} is kept as {value}");
+                Some(uri.to_owned())
+            })
+            .collect();
+        assert_eq!(stored, subscribed);
+        assert!(
+            !subscribed.is_empty() && subscribed.len() < 17,
+            "{subscribed:?}"
+        );
+        let loaded = store
+            .load("s", TTL)
+            .await?
+            .ok_or_else(|| store.corrupt("gone".into()))?;
+        assert_eq!(loaded.meta.handshake.subscriptions, subscribed);
+        assert_eq!(loaded.meta.handshake.initialize.as_deref(), Some("{}"));
         Ok(())
     }
 
