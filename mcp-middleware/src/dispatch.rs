@@ -25,6 +25,13 @@ use crate::model::{BoxFuture, End, HookId, HookResult, Next, RawNotification, Ra
 use crate::unknown_fields::UnknownFields;
 use listing::Listing;
 
+/// Whether `text` is exactly a `tools/list` result the proxy keeps (read whole before, so one
+/// valid JSON value): the upstream's reader then takes its answer without scanning it
+/// ([`crate::jsonrpc::known_result`]).
+pub(crate) fn is_kept_listing(text: &str) -> bool {
+    listing::is_kept(text)
+}
+
 /// A client request through the chain: `on_request` hooks first, then the typed hooks of its
 /// method, then the upstream. Returns the result's JSON text.
 pub(crate) async fn client_request(
