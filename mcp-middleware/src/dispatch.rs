@@ -25,6 +25,13 @@ use crate::model::{BoxFuture, End, HookId, HookResult, Next, RawNotification, Ra
 use crate::unknown_fields::UnknownFields;
 use listing::Listing;
 
+/// Whether `text` is exactly a `tools/list` result the proxy keeps (read whole before, so one
+/// valid JSON value): the upstream's reader then takes its answer without scanning it
+/// ([`crate::jsonrpc::known_result`]).
+pub(crate) fn is_kept_listing(text: &str) -> bool {
+    listing::is_kept(text)
+}
+
 /// A client request through the chain: `on_request` hooks first, then the typed hooks of its
 /// method, then the upstream. Returns the result's JSON text.
 pub(crate) async fn client_request(
@@ -189,11 +196,20 @@ fn unwritable(what: &str, err: &serde_json::Error) -> ErrorData {
     ErrorData::internal_error(format!("the proxy could not write the {what}: {err}"), None)
 }
 
+/// Up to this many bytes, [`lost_in`] first checks whether the typed value writes the text back.
+const SAME_TEXT_BELOW: usize = 4 * 1024;
+
 /// What reading `raw` into `typed` lost (see [`UnknownFields`]): the text is not read into a
 /// `Value` again, only the members that can be lost are ([`UnknownFields::lost_in_text`]).
 fn lost_in<T: Serialize>(raw: &str, typed: &T) -> Option<UnknownFields> {
     // Only an object can carry members a type has no field for.
     if !raw.trim_start().starts_with('{') {
+        return None;
+    }
+    // A typed value that writes back the very text it was read from lost nothing. Checked
+    // first for small messages (an echo's params and result): writing the text costs a
+    // fraction of finding what was lost; on a large one a miss would cost a whole write.
+    if raw.len() <= SAME_TEXT_BELOW && serde_json::to_string(typed).is_ok_and(|text| text == raw) {
         return None;
     }
     let typed = serde_json::to_value(typed).ok()?;
@@ -455,6 +471,33 @@ mod tests {
             read_params::<ToolCall>(Some(r#"{"name":"a","x":1,"x":2}"#)).expect("read");
         assert_eq!(typed.name, "a");
         assert_eq!(lost.expect("lost").top()["x"], 2);
+    }
+
+    #[test]
+    fn a_small_message_its_type_writes_back_as_it_came_lost_nothing_and_one_it_does_not_is_compared()
+     {
+        let params = r#"{"name":"echo","arguments":{"text":"hello"}}"#;
+        let result = r#"{"content":[{"type":"text","text":"hello"}]}"#;
+        // The shapes of an echo: the typed values write them back exactly (the cheap check).
+        let (typed, lost) = read_params::<ToolCall>(Some(params)).expect("read");
+        assert_eq!(serde_json::to_string(&typed).expect("text"), params);
+        assert!(lost.is_none());
+        let (typed, lost) =
+            read_result::<rmcp::model::CallToolResult>("tools/call", result).expect("read");
+        assert_eq!(serde_json::to_string(&typed).expect("text"), result);
+        assert!(lost.is_none());
+        // Spelled otherwise, with nothing lost: still nothing.
+        let spaced = r#"{ "arguments": {"text": "hello"}, "name": "echo" }"#;
+        assert!(
+            read_params::<ToolCall>(Some(spaced))
+                .expect("read")
+                .1
+                .is_none()
+        );
+        // A member the type does not know is found, as before.
+        let extra = r#"{"name":"echo","arguments":{"text":"hello"},"x-extra":1}"#;
+        let lost = read_params::<ToolCall>(Some(extra)).expect("read").1;
+        assert_eq!(lost.expect("lost").top()["x-extra"], 1);
     }
 
     #[test]

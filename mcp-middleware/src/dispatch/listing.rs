@@ -122,7 +122,7 @@ impl Listing {
                 splices.push(self.take(output, &placeholder));
             }
         }
-        let mut out = Vec::with_capacity(self.raw.len() + 1024);
+        let mut out = Text::new(&self.raw);
         let mut writer = serde_json::Serializer::with_formatter(
             &mut out,
             Splice {
@@ -134,10 +134,7 @@ impl Listing {
             },
         );
         serde::Serialize::serialize(&*list, &mut writer)?;
-        // The serialiser writes only valid UTF-8 and the spliced text is a slice of a `String`.
-        String::from_utf8(out).map_err(|err| {
-            serde::ser::Error::custom(format!("the written listing is not UTF-8: {err}"))
-        })
+        Ok(out.text)
     }
 
     /// Writes `list` with the upstream's own text for every tool the hooks left as they got
@@ -162,20 +159,18 @@ impl Listing {
                 None => whole.push(None),
             }
         }
-        let mut tools = Vec::with_capacity(self.raw.len() + 1024);
-        for (at, (tool, span)) in list.tools.iter().zip(whole).enumerate() {
-            if at > 0 {
-                tools.push(b',');
-            }
-            match span.and_then(|span| self.raw.get(span)) {
-                Some(text) => tools.extend_from_slice(text.as_bytes()),
-                None => serde_json::to_writer(&mut tools, tool)?,
-            }
-        }
-        // The rest of the result is written as usual, the tools' text spliced into its empty
-        // `tools` array.
+        // The rest of the result is written as usual, the tools written into its empty `tools`
+        // array: the kept ones as the upstream's text, straight into the answer.
         let taken = std::mem::take(&mut list.tools);
-        let mut out = Vec::with_capacity(tools.len() + 256);
+        let tools: Vec<Whole<'_>> = taken
+            .iter()
+            .zip(whole)
+            .map(|(tool, span)| match span {
+                Some(span) => Whole::Upstream(span),
+                None => Whole::Tool(tool),
+            })
+            .collect();
+        let mut out = Text::new(&self.raw);
         let mut writer = serde_json::Serializer::with_formatter(
             &mut out,
             Splice {
@@ -186,12 +181,10 @@ impl Listing {
             },
         );
         let written = serde::Serialize::serialize(&*list, &mut writer);
+        drop(tools);
         list.tools = taken;
         written?;
-        // The serialiser writes only valid UTF-8 and the tools' text is slices of a `String`.
-        String::from_utf8(out).map(Some).map_err(|err| {
-            serde::ser::Error::custom(format!("the written listing is not UTF-8: {err}"))
-        })
+        Ok(Some(out.text))
     }
 
     /// The span of `schema` in `raw` if it is one of this listing's own, and then the
@@ -224,6 +217,16 @@ fn without_schemas(list: &ListToolsResult) -> ListToolsResult {
 
 fn address(schema: &Arc<JsonObject>) -> usize {
     Arc::as_ptr(schema) as usize
+}
+
+/// Whether a listing is kept for exactly `raw`.
+pub(crate) fn is_kept(raw: &str) -> bool {
+    raw.len() >= KEEP_FROM_BYTES
+        && KEPT_LISTINGS
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
+            .any(|listing| listing.raw == raw)
 }
 
 /// The kept listing read from exactly `raw`, moved to the front.
@@ -310,6 +313,52 @@ fn schema_spans(raw: &str, list: &ListToolsResult) -> Option<Spans> {
     Some((spans, tools))
 }
 
+/// One tool of the hooks' result, as [`Listing::write_whole`] writes it.
+enum Whole<'a> {
+    /// An upstream tool the hooks left as it was: its text in the listing.
+    Upstream(Range<usize>),
+    /// A tool the upstream did not list: serialised.
+    Tool(&'a rmcp::model::Tool),
+}
+
+/// The text a listing is written into. What the serialiser writes is checked to be UTF-8 as
+/// it comes, except text copied from the listing's own `raw` (known by its address), which is
+/// a `str` already: the 1.25 MB of a large listing is copied once and not checked again.
+struct Text<'a> {
+    raw: &'a str,
+    text: String,
+}
+
+impl<'a> Text<'a> {
+    fn new(raw: &'a str) -> Self {
+        Self {
+            raw,
+            text: String::with_capacity(raw.len() + 1024),
+        }
+    }
+}
+
+impl io::Write for Text<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let at = (buf.as_ptr() as usize).wrapping_sub(self.raw.as_ptr() as usize);
+        // Within `raw`'s bytes, `buf` is a slice of them; `get` still checks it starts and
+        // ends on a character's boundary.
+        let text = match at
+            .checked_add(buf.len())
+            .and_then(|end| self.raw.get(at..end))
+        {
+            Some(text) => text,
+            None => std::str::from_utf8(buf).map_err(io::Error::other)?,
+        };
+        self.text.push_str(text);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A compact [`Formatter`] that writes `raw[span]` in place of each tool's schema it is given a
 /// span for, and adds the lost members. It follows the nesting to find the schemas: `{"tools":
 /// [{"inputSchema": ..., "outputSchema": ...}]}` (a `Tool` has no flattened members, so these
@@ -337,8 +386,8 @@ struct Splice<'a> {
     pending: Option<Range<usize>>,
     /// The depth of the placeholder object whose end is not written.
     skip_end: Option<usize>,
-    /// The tools' text, written into the result's (empty) `tools` array.
-    tools_text: Option<&'a [u8]>,
+    /// The tools, written into the result's (empty) `tools` array.
+    tools_text: Option<&'a [Whole<'a>]>,
 }
 
 impl Formatter for Splice<'_> {
@@ -347,9 +396,24 @@ impl Formatter for Splice<'_> {
         writer.write_all(b"[")?;
         if self.depth == 2
             && self.in_tools
-            && let Some(text) = self.tools_text.take()
+            && let Some(tools) = self.tools_text.take()
         {
-            writer.write_all(text)?;
+            for (at, tool) in tools.iter().enumerate() {
+                if at > 0 {
+                    writer.write_all(b",")?;
+                }
+                match tool {
+                    Whole::Upstream(span) => match self.raw.get(span.clone()) {
+                        Some(text) => writer.write_all(text.as_bytes())?,
+                        None => {
+                            return Err(io::Error::other("a tool's span is not in the listing"));
+                        }
+                    },
+                    Whole::Tool(tool) => {
+                        serde_json::to_writer(&mut *writer, tool).map_err(io::Error::other)?;
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -582,6 +646,62 @@ mod tests {
         assert_eq!(written["x-extra"], 1);
         // The hooks' result is whole again after the write.
         assert_eq!(typed.tools.len(), 604);
+    }
+
+    #[test]
+    fn tools_the_hooks_reordered_removed_or_added_are_written_whole_in_the_hooks_order() {
+        let mut raw: Value = serde_json::from_str(&listing(606)).expect("json");
+        raw["tools"][7]["execution"] = json!({"taskSupport": "optional"});
+        raw["x-extra"] = json!([1]);
+        let raw = serde_json::to_string(&raw)
+            .expect("json")
+            .replace("Tool 9 ", "Tool\\u00209 ");
+        let read = Listing::read(raw).expect("read");
+        let mut typed = read.typed();
+        typed.tools.retain(|tool| tool.name != "tool_4");
+        typed.tools.reverse();
+        let mut added = rmcp::model::Tool::default();
+        added.name = "synthetic \"quoted\"".into();
+        added.input_schema =
+            Arc::new(serde_json::from_value(json!({"type": "object"})).expect("schema"));
+        typed.tools.insert(300, added);
+        let mut expected = serde_json::to_value(&typed).expect("value");
+        read.lost().expect("lost").restore(&mut expected);
+        let written = read.write(&mut typed).expect("write");
+        // Copied, not written from the fields: the upstream's spelling.
+        assert!(written.contains("Tool\\u00209 "), "{written}");
+        let written: Value = serde_json::from_str(&written).expect("valid JSON");
+        assert_eq!(written, expected);
+        assert_eq!(written["tools"][0]["name"], "tool_605");
+        assert_eq!(written["tools"][300]["name"], "synthetic \"quoted\"");
+        assert_eq!(
+            written["tools"][599]["execution"]["taskSupport"],
+            "optional"
+        );
+        assert_eq!(written["x-extra"], json!([1]));
+        assert_eq!(written["tools"].as_array().map(Vec::len), Some(606));
+        assert_eq!(typed.tools.len(), 606);
+    }
+
+    #[test]
+    fn a_kept_listing_is_known_by_its_exact_text_in_an_answer() {
+        let raw = listing(607);
+        assert!(!is_kept(&raw));
+        let read = Listing::read(raw.clone()).expect("read");
+        assert!(is_kept(&raw));
+        let line = format!(r#"{{"jsonrpc":"2.0","id":3,"result":{raw}}}"#);
+        assert_eq!(
+            crate::jsonrpc::known_result(&line, is_kept),
+            Some(("3", read.raw.as_str()))
+        );
+        // One byte different is not the kept text.
+        let other = raw.replacen("tool_0", "tool_X", 1);
+        let line = format!(r#"{{"jsonrpc":"2.0","id":3,"result":{other}}}"#);
+        assert_eq!(crate::jsonrpc::known_result(&line, is_kept), None);
+        // A small listing is not kept, so never known.
+        let small = listing(2);
+        Listing::read(small.clone()).expect("read");
+        assert!(!is_kept(&small));
     }
 
     #[test]

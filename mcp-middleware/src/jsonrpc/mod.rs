@@ -285,6 +285,28 @@ pub(crate) fn result_head(prefix: &str) -> Option<Range<usize>> {
     scan::result_head(prefix).filter(|range| is_valid_id(&prefix[range.clone()]))
 }
 
+/// The id and the result of a result line whose `result` is a text `known` vouches for, read
+/// from the members before `result` only: the answer is what [`Message::parse`] would make of
+/// it (`Message::Result`), without crossing the result's megabytes to find its end. `known`
+/// must vouch only for text it has read whole as one JSON value (the proxy's kept
+/// `tools/list` results). `None`: the line is for [`Message::parse`].
+pub(crate) fn known_result(line: &str, known: impl FnOnce(&str) -> bool) -> Option<(&str, &str)> {
+    const WS: &[char] = &[' ', '\t', '\n', '\r'];
+    let (id, start) = scan::result_start(line)?;
+    let id = &line[id];
+    if id == "null" || !is_valid_id(id) {
+        return None;
+    }
+    // The result is the last member: after it, only the object's end.
+    let end = line
+        .trim_end_matches(WS)
+        .strip_suffix('}')?
+        .trim_end_matches(WS)
+        .len();
+    let result = line.get(start..end)?;
+    known(result).then_some((id, result))
+}
+
 /// Whether raw JSON is a valid JSON-RPC id: a well-formed string or number.
 fn is_valid_id(id: &str) -> bool {
     match id.as_bytes().first() {
@@ -463,6 +485,44 @@ mod tests {
             Message::parse(err),
             Ok(Message::Error { id: None, .. })
         ));
+    }
+
+    #[test]
+    fn a_known_result_is_read_as_parse_reads_it_and_anything_else_is_left_to_parse() {
+        let known = r#"{"tools":[{"name":"a","inputSchema":{"type":"object"}}]}"#;
+        let is_known = |text: &str| text == known;
+        for line in [
+            format!(r#"{{"jsonrpc":"2.0","id":7,"result":{known}}}"#),
+            format!(
+                r#" {{ "id" : "x\"y" , "jsonrpc" : "2.0", "z": [1, {{}}], "result" : {known} }} "#
+            ),
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":-3,\"result\":{known}\r\n}}\n"),
+        ] {
+            let Ok(Message::Result { id, result }) = Message::parse(&line) else {
+                panic!("not a result: {line}");
+            };
+            assert_eq!(known_result(&line, is_known), Some((id, result)), "{line}");
+        }
+        for line in [
+            // Not vouched for.
+            r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}"#.to_owned(),
+            // A member after the result, or anything but the object's end.
+            format!(r#"{{"jsonrpc":"2.0","id":7,"result":{known},"error":{{}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":7,"result":{known}}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":7,"result":{known}}} x"#),
+            format!(r#"{{"jsonrpc":"2.0","id":7,"result":{known}"#),
+            // The result nested in something else.
+            format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"x":{known}}}"#),
+            // What a result must not have, or must have, before it.
+            format!(r#"{{"jsonrpc":"2.0","id":7,"method":"m","result":{known}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":null,"result":{known}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":true,"result":{known}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","result":{known}}}"#),
+            format!(r#"{{"id":7,"result":{known}}}"#),
+            format!(r#"{{"jsonrpc":"1.0","id":7,"result":{known}}}"#),
+        ] {
+            assert_eq!(known_result(&line, is_known), None, "{line}");
+        }
     }
 
     #[test]

@@ -119,6 +119,37 @@ pub(super) fn head(prefix: &str) -> (Option<&str>, bool) {
 /// anywhere before, an escaped name, a result that already ended) is `None`: the line is read
 /// whole and judged by [`super::Message::parse`].
 pub(super) fn result_head(prefix: &str) -> Option<std::ops::Range<usize>> {
+    let before = before_result(prefix)?;
+    // The result goes on past the prefix: this is the line to cut through.
+    match value_end(prefix.as_bytes(), before.result) {
+        Some(_) => None,
+        None if before.result < prefix.len() => before.id,
+        None => None,
+    }
+}
+
+/// Where the `id` and the `result` of a result line start, read from the members before
+/// `result` only: `jsonrpc` once as `"2.0"`, one `id`, no `method`, `params` or `error`, no
+/// escaped name. What comes from `result` on is not looked at: the caller vouches for it.
+pub(super) fn result_start(line: &str) -> Option<(std::ops::Range<usize>, usize)> {
+    let before = before_result(line)?;
+    (before.jsonrpc == 1).then_some((before.id?, before.result))
+}
+
+/// What the members before a top-level `result` show.
+struct BeforeResult {
+    /// The `id`'s byte range, if one came before.
+    id: Option<std::ops::Range<usize>>,
+    /// How many times `jsonrpc` came before, as `"2.0"`.
+    jsonrpc: usize,
+    /// Where the value of `result` starts.
+    result: usize,
+}
+
+/// Scans the top level up to the value of `result`. `None` if a member before it is one a
+/// result must not have (`method`, `params`, `error`, a second `id`, a `jsonrpc` other than
+/// `"2.0"`), has an escaped name, or does not end before the text does.
+fn before_result(prefix: &str) -> Option<BeforeResult> {
     let bytes = prefix.as_bytes();
     let mut at = skip_ws(bytes, 0);
     if bytes.get(at) != Some(&b'{') {
@@ -126,6 +157,7 @@ pub(super) fn result_head(prefix: &str) -> Option<std::ops::Range<usize>> {
     }
     at = skip_ws(bytes, at + 1);
     let mut id = None;
+    let mut jsonrpc = 0;
     loop {
         if bytes.get(at) != Some(&b'"') {
             return None;
@@ -138,17 +170,16 @@ pub(super) fn result_head(prefix: &str) -> Option<std::ops::Range<usize>> {
         }
         let start = skip_ws(bytes, at + 1);
         if key == "result" {
-            // The result goes on past the prefix: this is the line to cut through.
-            return match value_end(bytes, start) {
-                Some(_) => None,
-                None if start < bytes.len() => id,
-                None => None,
-            };
+            return Some(BeforeResult {
+                id,
+                jsonrpc,
+                result: start,
+            });
         }
         let end = value_end(bytes, start).filter(|end| *end < bytes.len())?;
         match key {
             "id" if id.is_none() => id = Some(start..end),
-            "jsonrpc" if &prefix[start..end] == "\"2.0\"" => {}
+            "jsonrpc" if &prefix[start..end] == "\"2.0\"" => jsonrpc += 1,
             "jsonrpc" | "id" | "method" | "error" | "params" => return None,
             _ if key.contains('\\') => return None,
             _ => {}
@@ -256,6 +287,27 @@ mod tests {
             r#"{"id":1"#,
         ] {
             assert_eq!(result_head(head), None, "{head}");
+        }
+    }
+
+    #[test]
+    fn finds_where_the_result_starts_from_the_members_before_it() {
+        let line = r#"{ "jsonrpc" : "2.0", "id" : "a\"b", "x": [1], "result" : {"a":1} }"#;
+        let (id, start) = result_start(line).unwrap();
+        assert_eq!(&line[id], r#""a\"b""#);
+        assert_eq!(&line[start..], r#"{"a":1} }"#);
+        for line in [
+            r#"{"id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","result":{},"id":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{},"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"params":{},"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"r\u0065sult":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+        ] {
+            assert_eq!(result_start(line), None, "{line}");
         }
     }
 

@@ -247,8 +247,13 @@ impl AnswerTap for UpstreamEnd {
         if self.lock().waiting.is_empty() {
             return Err(line);
         }
-        // The envelope is read outside the lock: an answer can be megabytes.
-        let (uid, outcome) = match Message::parse(&line) {
+        // The envelope is read outside the lock: an answer can be megabytes. A `tools/list`
+        // result the proxy keeps (the same listing as before) is not crossed to find its end.
+        let read = match jsonrpc::known_result(&line, crate::dispatch::is_kept_listing) {
+            Some((id, result)) => Ok(Message::Result { id, result }),
+            None => Message::parse(&line),
+        };
+        let (uid, outcome) = match read {
             Ok(Message::Result { id, result }) => (id, Ok(result)),
             Ok(Message::Error {
                 id: Some(id),
