@@ -1048,27 +1048,36 @@ mod tests {
         Ok(())
     }
 
+    /// Writes session `old` as the previous format stored it (the whole handshake inside
+    /// `meta`: level `info`, subscribed to `mem://a` and `mem://b`, initialized), with `fields`
+    /// besides, as a build of the current format may have added to it.
+    async fn write_previous_format(
+        store: &RedisBackend,
+        fields: &[(&str, &str)],
+    ) -> Result<(), StoreError> {
+        let meta = r#"{"principal":"token:alice","owner":"token:alice","handshake":{"initialize":"{}","log_level":"{\"level\":\"info\"}","subscriptions":["mem://a","mem://b"],"initialized":true}}"#;
+        let key = store.key("old");
+        let key = &key;
+        let _: i64 = store
+            .bounded(|mut connection| async move {
+                let mut command = redis::cmd("HSET");
+                command.arg(key).arg("meta").arg(meta).arg("v").arg(0);
+                for (field, value) in fields {
+                    command.arg(field).arg(value);
+                }
+                command.query_async(&mut connection).await
+            })
+            .await?;
+        Ok(())
+    }
+
     /// A session written in the previous format (the whole handshake inside `meta`) is read:
     /// its level and subscriptions are the base the fields of later changes override.
     #[tokio::test]
     async fn a_record_of_the_previous_format_is_read_and_changed() -> Result<(), StoreError> {
         let server = Server::start().await;
         let store = RedisBackend::connect(&server.url, "unit").await?;
-        let old = r#"{"principal":"token:alice","owner":"token:alice","handshake":{"initialize":"{}","log_level":"{\"level\":\"info\"}","subscriptions":["mem://a","mem://b"],"initialized":true}}"#;
-        let key = store.key("old");
-        let (key, old) = (&key, old);
-        let _: i64 = store
-            .bounded(|mut connection| async move {
-                redis::cmd("HSET")
-                    .arg(key)
-                    .arg("meta")
-                    .arg(old)
-                    .arg("v")
-                    .arg(0)
-                    .query_async(&mut connection)
-                    .await
-            })
-            .await?;
+        write_previous_format(&store, &[]).await?;
         let loaded = store
             .load("old", TTL)
             .await?
@@ -1149,27 +1158,12 @@ mod tests {
     {
         let server = Server::start().await;
         let store = RedisBackend::connect(&server.url, "unit").await?;
-        let old = r#"{"principal":"token:alice","owner":"token:alice","handshake":{"initialize":"{}","log_level":"{\"level\":\"info\"}","subscriptions":["mem://a","mem://b"],"initialized":true}}"#;
-        let key = store.key("old");
-        let (key, old) = (&key, old);
-        let _: i64 = store
-            .bounded(|mut connection| async move {
-                redis::cmd("HSET")
-                    .arg(key)
-                    .arg("meta")
-                    .arg(old)
-                    .arg("v")
-                    .arg(0)
-                    .arg("h:level")
-                    .arg(r#"{"level":"debug"}"#)
-                    .arg("h:sub:mem://a")
-                    .arg("0")
-                    .arg("hv")
-                    .arg(2)
-                    .query_async(&mut connection)
-                    .await
-            })
-            .await?;
+        let changed = [
+            ("h:level", r#"{"level":"debug"}"#),
+            ("h:sub:mem://a", "0"),
+            ("hv", "2"),
+        ];
+        write_previous_format(&store, &changed).await?;
         assert!(store.save_meta("old", &meta(), TTL).await?);
         let fields = store.fields("old").await?;
         assert!(!fields["meta"].contains("subscriptions"), "{fields:?}");
