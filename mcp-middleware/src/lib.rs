@@ -115,7 +115,7 @@ pub use error::{ProxyError, UpstreamError};
 ///
 /// /// Counts tool calls. (The first paragraph is the model's summary.)
 /// #[proxy_model]
-/// pub mod counting {
+/// pub mod call_counter {
 ///     use mcp_middleware::prelude::*;
 ///
 ///     /// Per-session state: any item named `State`, `Default + Send + 'static`.
@@ -167,12 +167,12 @@ pub use error::{ProxyError, UpstreamError};
 ///     }
 /// }
 ///
-/// /// Composes `counting` with a model of its own.
-/// #[proxy_model(extends = [counting], name = "counting-plus")]
-/// pub mod counting_plus {}
+/// /// Composes `call_counter` with a model of its own.
+/// #[proxy_model(extends = [call_counter], name = "call-counter-plus")]
+/// pub mod call_counter_plus {}
 ///
-/// let model = <counting_plus::Model as ProxyModel>::DESCRIPTOR;
-/// assert_eq!(model.name, "counting-plus");
+/// let model = <call_counter_plus::Model as ProxyModel>::DESCRIPTOR;
+/// assert_eq!(model.name, "call-counter-plus");
 /// assert_eq!(model.parents[0].tools[1].name, "add-calls");
 /// ```
 ///
