@@ -792,6 +792,13 @@ mod tests {
     const TTL: Duration = Duration::from_secs(60);
 
     impl RedisBackend {
+        /// Session `id` as [`RedisBackend::load`] reads it; a missing one is an error.
+        async fn loaded(&self, id: &str) -> Result<StoredSession, StoreError> {
+            self.load(id, TTL)
+                .await?
+                .ok_or_else(|| self.corrupt("gone".into()))
+        }
+
         /// Every field of session `id`'s hash, as stored.
         async fn fields(&self, id: &str) -> Result<BTreeMap<String, String>, StoreError> {
             let key = self.key(id);
@@ -833,10 +840,7 @@ mod tests {
             Saved::Conflict,
             "a writer that read version 0 conflicts once version 1 is written"
         );
-        let loaded = store
-            .load("s1", TTL)
-            .await?
-            .ok_or_else(|| store.corrupt("gone".into()))?;
+        let loaded = store.loaded("s1").await?;
         assert_eq!(loaded.meta, meta());
         assert_eq!(loaded.version, 1);
         assert_eq!(
@@ -909,10 +913,7 @@ mod tests {
             store.save_states("s", 0, write, TTL).await?,
             Saved::Version(1)
         );
-        let loaded = store
-            .load("s", TTL)
-            .await?
-            .ok_or_else(|| store.corrupt("gone".into()))?;
+        let loaded = store.loaded("s").await?;
         assert!(loaded.documents.is_empty(), "a load reads no documents");
         let found = store
             .documents("s", vec!["d1".to_owned(), "nope".to_owned()])
@@ -1078,10 +1079,7 @@ mod tests {
         let server = Server::start().await;
         let store = RedisBackend::connect(&server.url, "unit").await?;
         write_previous_format(&store, &[]).await?;
-        let loaded = store
-            .load("old", TTL)
-            .await?
-            .ok_or_else(|| store.corrupt("gone".into()))?;
+        let loaded = store.loaded("old").await?;
         assert_eq!(
             loaded.meta.handshake.log_level.as_deref(),
             Some(r#"{"level":"info"}"#)
@@ -1097,10 +1095,7 @@ mod tests {
             },
         ];
         store.save_handshake("old", &changes, TTL).await?;
-        let loaded = store
-            .load("old", TTL)
-            .await?
-            .ok_or_else(|| store.corrupt("gone".into()))?;
+        let loaded = store.loaded("old").await?;
         assert_eq!(
             loaded.meta.handshake.subscriptions,
             ["mem://b".to_owned(), "mem://c".to_owned()].into()
@@ -1138,10 +1133,7 @@ mod tests {
                 TTL,
             )
             .await?;
-        let loaded = store
-            .load("old", TTL)
-            .await?
-            .ok_or_else(|| store.corrupt("gone".into()))?;
+        let loaded = store.loaded("old").await?;
         assert_eq!(
             loaded.meta.handshake.subscriptions,
             ["mem://c".to_owned()].into()
@@ -1168,10 +1160,7 @@ mod tests {
         let fields = store.fields("old").await?;
         assert!(!fields["meta"].contains("subscriptions"), "{fields:?}");
         assert!(!fields.contains_key("h:sub:mem://a"), "{fields:?}");
-        let loaded = store
-            .load("old", TTL)
-            .await?
-            .ok_or_else(|| store.corrupt("gone".into()))?;
+        let loaded = store.loaded("old").await?;
         let handshake = loaded.meta.handshake;
         assert_eq!(handshake.log_level.as_deref(), Some(r#"{"level":"debug"}"#));
         assert_eq!(handshake.subscriptions, ["mem://b".to_owned()].into());
@@ -1229,10 +1218,7 @@ mod tests {
             !subscribed.is_empty() && subscribed.len() < 17,
             "{subscribed:?}"
         );
-        let loaded = store
-            .load("s", TTL)
-            .await?
-            .ok_or_else(|| store.corrupt("gone".into()))?;
+        let loaded = store.loaded("s").await?;
         assert_eq!(loaded.meta.handshake.subscriptions, subscribed);
         assert_eq!(loaded.meta.handshake.initialize.as_deref(), Some("{}"));
         Ok(())
