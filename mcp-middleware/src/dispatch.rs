@@ -25,6 +25,9 @@ use crate::model::{BoxFuture, End, HookId, HookResult, Next, RawNotification, Ra
 use crate::unknown_fields::UnknownFields;
 use listing::Listing;
 
+/// The size below which no result is a kept listing: shorter answers need not be looked at.
+pub(crate) use listing::KEEP_FROM_BYTES as KEPT_LISTING_BYTES;
+
 /// Whether `text` is exactly a `tools/list` result the proxy keeps (read whole before, so one
 /// valid JSON value): the upstream's reader then takes its answer without scanning it
 /// ([`crate::jsonrpc::known_result`]).

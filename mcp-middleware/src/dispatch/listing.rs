@@ -32,7 +32,7 @@ use crate::model::HookResult;
 use crate::unknown_fields::UnknownFields;
 
 /// Listings smaller than this are not kept: reading them again costs little.
-const KEEP_FROM_BYTES: usize = 16 * 1024;
+pub(crate) const KEEP_FROM_BYTES: usize = 16 * 1024;
 /// How many distinct listings are kept, most recently used first. Two, so that two upstreams
 /// (or two kinds of sessions) listing in turn do not evict each other.
 const KEPT: usize = 2;

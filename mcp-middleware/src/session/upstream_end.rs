@@ -248,8 +248,12 @@ impl AnswerTap for UpstreamEnd {
             return Err(line);
         }
         // The envelope is read outside the lock: an answer can be megabytes. A `tools/list`
-        // result the proxy keeps (the same listing as before) is not crossed to find its end.
-        let read = match jsonrpc::known_result(&line, crate::dispatch::is_kept_listing) {
+        // result the proxy keeps (the same listing as before) is not crossed to find its end;
+        // an answer too short to be one (an echo) is not scanned for it either.
+        let known = (line.len() >= crate::dispatch::KEPT_LISTING_BYTES)
+            .then(|| jsonrpc::known_result(&line, crate::dispatch::is_kept_listing))
+            .flatten();
+        let read = match known {
             Some((id, result)) => Ok(Message::Result { id, result }),
             None => Message::parse(&line),
         };
