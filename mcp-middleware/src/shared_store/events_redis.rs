@@ -7,7 +7,6 @@
 //! replica `tag` listens on while it runs: `PUBSUB NUMSUB` of that channel says whether it is
 //! alive, and `PUBLISH`'s count of receivers whether an answer reached it.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -37,7 +36,27 @@ pub(super) struct RedisEvents {
     tag: ReplicaTag,
     client: redis::Client,
     connection: ConnectionManager,
+    append: redis::Script,
 }
+
+/// Appends events to streams' lists KEYS, each also published on the channel named as its
+/// list: ARGV[1] is how many events a list keeps, ARGV[2] its TTL in ms, then a pair per
+/// event, in order: the index of its list in KEYS and the event's JSON. A list is trimmed
+/// only when it grew past its bound.
+const APPEND: &str = r"
+local keep = tonumber(ARGV[1])
+for i = 3, #ARGV, 2 do
+  local key = KEYS[tonumber(ARGV[i])]
+  if redis.call('RPUSH', key, ARGV[i + 1]) > keep then
+    redis.call('LTRIM', key, -keep, -1)
+  end
+  redis.call('PUBLISH', key, ARGV[i + 1])
+end
+for _, key in ipairs(KEYS) do
+  redis.call('PEXPIRE', key, ARGV[2])
+end
+return 0
+";
 
 impl RedisEvents {
     pub(super) fn connect(url: &str, namespace: &str, tag: ReplicaTag) -> Result<Self, StoreError> {
@@ -52,6 +71,7 @@ impl RedisEvents {
             tag,
             client,
             connection,
+            append: super::redis::script(APPEND),
         })
     }
 
@@ -112,28 +132,32 @@ impl EventLog for RedisEvents {
             if events.is_empty() || bound == 0 {
                 return Ok(());
             }
-            let mut pipe = redis::pipe();
-            pipe.atomic();
-            let mut keys = BTreeSet::new();
+            // One script call: one command for Redis to read and (with an append-only file)
+            // one write to log, where a `MULTI` of these was six.
+            let mut keys: Vec<String> = Vec::new();
+            let mut invocation = self.append.prepare_invoke();
+            invocation.arg(bound).arg(millis(ttl));
             for (stream, event) in events {
                 let key = self.stream_key(session, *stream);
+                let index = match keys.iter().position(|known| *known == key) {
+                    Some(index) => index,
+                    None => {
+                        invocation.key(&key);
+                        keys.push(key);
+                        keys.len() - 1
+                    }
+                };
                 let json = serde_json::to_string(event).map_err(|err| StoreError::Corrupt {
                     store: self.describe.clone(),
                     reason: err.to_string(),
                 })?;
-                pipe.rpush(&key, &json).ignore();
-                pipe.publish(&key, &json).ignore();
-                keys.insert(key);
+                // Lua's KEYS count from 1.
+                invocation.arg(index + 1).arg(json);
             }
-            let keep = -i64::try_from(bound).unwrap_or(i64::MAX);
-            for key in &keys {
-                pipe.ltrim(key, keep as isize, -1).ignore();
-                pipe.pexpire(key, millis(ttl)).ignore();
-            }
-            let pipe = &pipe;
-            self.bounded(
-                |mut connection| async move { pipe.query_async::<()>(&mut connection).await },
-            )
+            let invocation = &invocation;
+            self.bounded(|mut connection| async move {
+                invocation.invoke_async::<()>(&mut connection).await
+            })
             .await
         })
     }
@@ -238,6 +262,7 @@ impl EventLog for RedisEvents {
             tag: self.tag,
             client: self.client.clone(),
             connection: self.connection.clone(),
+            append: self.append.clone(),
         };
         tokio::spawn(async move {
             // Reconnects after the store went away; ends when the listener says it is done.
@@ -325,6 +350,23 @@ mod tests {
             ttl > 0 && ttl <= 60_000,
             "expires with the idle timeout: {ttl}"
         );
+        Ok(())
+    }
+
+    /// One append of two streams' events, interleaved, keeps each stream's order and bound,
+    /// on a cluster too (the script's keys are all in the project's slot).
+    #[tokio::test]
+    async fn one_append_of_two_streams_runs_on_a_cluster() -> Result<(), StoreError> {
+        let server = Server::start_cluster().await;
+        let log = RedisEvents::connect(&server.url, "unit", tag(1))?;
+        let (a, b) = (tag(1).first_stream() + 1, tag(1).first_stream() + 2);
+        let events: Vec<Appended> = (1..=6)
+            .map(|seq| (if seq % 2 == 0 { b } else { a }, event(seq, false)))
+            .collect();
+        log.append("s", &events, 2, TTL).await?;
+        let seqs = |kept: Vec<LoggedEvent>| kept.iter().map(|e| e.seq).collect::<Vec<_>>();
+        assert_eq!(seqs(log.read("s", a).await?), vec![3, 5]);
+        assert_eq!(seqs(log.read("s", b).await?), vec![4, 6]);
         Ok(())
     }
 

@@ -321,7 +321,7 @@ impl RedisBackend {
 /// The script `body`. Under test it starts with `#!lua`, which makes Redis 7 refuse any key
 /// access outside the declared keys' slot even on a one-node cluster (the cluster test's
 /// check); without it, scripts also run on Redis before 7.
-fn script(body: &str) -> redis::Script {
+pub(super) fn script(body: &str) -> redis::Script {
     if cfg!(test) {
         redis::Script::new(&format!("#!lua\n{body}"))
     } else {
