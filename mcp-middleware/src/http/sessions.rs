@@ -558,6 +558,16 @@ impl SessionTable {
         // Its router takes tails: a large answer no hook touches goes out while it arrives.
         let (to_client, mut lines) = LineQueue::new(factory.options.client_queue_bytes);
         let to_client = to_client.taking_tails();
+        // Without a shared store, routing a line is all the router does with it: the session's
+        // writers route it themselves while nothing waits in the channel (`Inline`), which
+        // saves waking the router for every answer. With a store the router first writes what
+        // changed (`persist`), which must not run on the writers' threads.
+        let (to_client, inline) = if self.store.is_none() {
+            let (queue, inline) = to_client.with_inline();
+            (queue, Some(inline))
+        } else {
+            (to_client, None)
+        };
         let backlog = to_client.gauge().clone();
         let caller = Caller::new(identity.principal());
         // The running configuration (a live reload may have replaced the proxy's own).
@@ -657,6 +667,14 @@ impl SessionTable {
             caller,
             sync: shared.as_ref().map(|(sync, _)| sync.clone()),
         });
+        if let Some(inline) = &inline {
+            let streams = streams.clone();
+            inline.start(Box::new(move |line, belongs| {
+                if let Ok(mut streams) = streams.lock() {
+                    streams.route_record(line, belongs);
+                }
+            }));
+        }
         let mut run = tokio::spawn(session.run(events_rx));
         let router = handle.clone();
         let mut shared = shared.map(|(sync, (mut handshake, changes))| {
@@ -695,6 +713,9 @@ impl SessionTable {
                             if let Some(log) = &log {
                                 flush(&streams, &**log, &router.id, bound, ttl).await;
                             }
+                            if let Some(inline) = &inline {
+                                inline.taken();
+                            }
                         }
                         None => {
                             let _ = (&mut run).await;
@@ -715,7 +736,10 @@ impl SessionTable {
                     }
                 }
             }
-            // What the session wrote before it stopped still goes out.
+            // What the session wrote before it stopped still goes out; nothing after.
+            if let Some(inline) = &inline {
+                inline.close();
+            }
             while let Ok(line) = lines.try_recv() {
                 route(&streams, line).await;
             }

@@ -147,6 +147,67 @@ pub(crate) struct LineQueue {
     /// Set on an adapter's queue that may later hand its writers to the queue behind it
     /// ([`Handover`]).
     handover: Option<Arc<Handover>>,
+    /// Set on a queue whose receiver may take lines on the sender's thread ([`Inline`]).
+    inline: Option<Arc<Inline>>,
+}
+
+/// What takes a line on the sender's thread ([`Inline::start`]).
+pub(crate) type TakeInline = Box<dyn Fn(String, Belongs) + Send + Sync>;
+
+/// Lets a queue's receiver take lines on the sender's own thread while nothing is queued
+/// before them: an HTTP session's router routes an answer into its stream as the session
+/// writes it, without a task woken for each line. A line with a tail (cut-through), and every
+/// line sent while one is still queued, goes through the channel as before, so no line
+/// overtakes one sent before it.
+#[derive(Default)]
+pub(crate) struct Inline {
+    /// Held by senders while they take a line inline or queue one, and by the receiver as it
+    /// counts one taken.
+    state: Mutex<InlineState>,
+    take: OnceLock<TakeInline>,
+}
+
+#[derive(Debug, Default)]
+struct InlineState {
+    /// Lines in the channel the receiver has not dealt with yet.
+    queued: usize,
+    /// The receiver stopped: sends fail, as on a closed channel.
+    closed: bool,
+}
+
+impl std::fmt::Debug for Inline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inline")
+            .field("state", &self.state)
+            .field("started", &self.take.get().is_some())
+            .finish()
+    }
+}
+
+impl Inline {
+    fn lock(&self) -> std::sync::MutexGuard<'_, InlineState> {
+        // A poisoned lock only means a sender panicked; the counts stay usable.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// From now on `take` takes each line sent while nothing is queued (set once; later
+    /// calls are ignored).
+    pub(crate) fn start(&self, take: TakeInline) {
+        let _ = self.take.set(take);
+    }
+
+    /// The receiver has dealt with one line it took from the channel.
+    pub(crate) fn taken(&self) {
+        let mut state = self.lock();
+        state.queued = state.queued.saturating_sub(1);
+    }
+
+    /// The receiver stops: later sends fail. What is already in the channel is still there.
+    pub(crate) fn close(&self) {
+        self.lock().closed = true;
+    }
 }
 
 /// Lets an adapter between a writer and the queue it forwards to step out of the way: once
@@ -194,6 +255,7 @@ impl LineQueue {
                 gauge: Gauge::new(limit),
                 tails: false,
                 handover: None,
+                inline: None,
             },
             rx,
         )
@@ -209,6 +271,7 @@ impl LineQueue {
                 gauge,
                 tails: false,
                 handover: None,
+                inline: None,
             },
             rx,
         )
@@ -232,6 +295,14 @@ impl LineQueue {
         self
     }
 
+    /// The same queue, whose receiver may take lines on the sender's thread through the
+    /// returned [`Inline`] once it [`start`](Inline::start)s it.
+    pub(crate) fn with_inline(mut self) -> (Self, Arc<Inline>) {
+        let inline = Arc::new(Inline::default());
+        self.inline = Some(inline.clone());
+        (self, inline)
+    }
+
     /// Whether the queue's writer takes tails: a line may be queued as its head and a tail.
     pub(crate) fn takes_tails(&self) -> bool {
         self.tails
@@ -247,6 +318,13 @@ impl LineQueue {
         belongs: Belongs,
     ) -> Result<(), SendError<String>> {
         debug_assert!(self.tails, "a tail on a queue that takes none");
+        let mut inline = self.inline.as_deref().map(Inline::lock);
+        if let Some(state) = &mut inline {
+            if state.closed {
+                return Err(SendError(head));
+            }
+            state.queued += 1;
+        }
         let ticket = self.gauge.ticket(head.len());
         self.tx
             .send(Queued {
@@ -285,8 +363,28 @@ impl LineQueue {
         }
     }
 
-    /// Queues one line on this queue's own channel.
+    /// Queues one line on this queue's own channel, or has the receiver take it now
+    /// ([`Inline`]) when nothing is queued before it.
     fn send_here(&self, line: String, belongs: Belongs) -> Result<(), SendError<String>> {
+        let Some(inline) = &self.inline else {
+            return self.send_to_channel(line, belongs);
+        };
+        // Held while the line is taken or queued: senders keep their order.
+        let mut state = inline.lock();
+        if state.closed {
+            return Err(SendError(line));
+        }
+        if state.queued == 0
+            && let Some(take) = inline.take.get()
+        {
+            take(line, belongs);
+            return Ok(());
+        }
+        state.queued += 1;
+        self.send_to_channel(line, belongs)
+    }
+
+    fn send_to_channel(&self, line: String, belongs: Belongs) -> Result<(), SendError<String>> {
         let ticket = self.gauge.ticket(line.len() + 1);
         self.tx
             .send(Queued {
@@ -361,5 +459,55 @@ mod tests {
             0,
             "every taken line gave its bytes back"
         );
+    }
+
+    #[test]
+    fn an_inline_receiver_takes_lines_while_none_waits_before_them() {
+        let taken = Arc::new(Mutex::new(Vec::new()));
+        let (queue, mut rx) = LineQueue::new(100);
+        let (queue, inline) = queue.taking_tails().with_inline();
+        queue.send("before start".into()).unwrap();
+        let into = taken.clone();
+        inline.start(Box::new(move |line, _| into.lock().unwrap().push(line)));
+        queue.send("behind the queued one".into()).unwrap();
+        let (_tx, tail) = tokio::sync::mpsc::channel(1);
+        queue
+            .send_with_tail("head".into(), tail, Belongs::Unsaid)
+            .unwrap();
+        queue.send("behind the tail".into()).unwrap();
+        assert!(
+            taken.lock().unwrap().is_empty(),
+            "none overtakes a queued line"
+        );
+        let channel: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|mut queued| {
+                queued.take_tail();
+                queued.into_line()
+            })
+            .collect();
+        assert_eq!(
+            channel,
+            [
+                "before start",
+                "behind the queued one",
+                "head",
+                "behind the tail"
+            ]
+        );
+        for _ in 0..channel.len() {
+            inline.taken();
+        }
+        queue.send("inline".into()).unwrap();
+        assert_eq!(*taken.lock().unwrap(), ["inline"]);
+        assert!(rx.try_recv().is_err(), "taken on the sender's thread");
+        assert_eq!(
+            queue.gauge().queued(),
+            0,
+            "what is taken inline is not counted here"
+        );
+
+        inline.close();
+        assert_eq!(queue.send("late".into()).unwrap_err().0, "late");
+        assert_eq!(*taken.lock().unwrap(), ["inline"]);
     }
 }
