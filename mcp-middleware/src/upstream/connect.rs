@@ -19,10 +19,8 @@
 
 use std::fmt;
 
-use tokio::sync::mpsc;
-
 use super::{
-    EraRecord, HttpUpstream, Outlet, ServerSet, StdioServer, Upstream, UpstreamEvent, UpstreamLink,
+    EraRecord, HttpUpstream, Outlet, ReaderOut, ServerSet, StdioServer, Upstream, UpstreamLink,
     reverse_bridge,
 };
 use crate::error::UpstreamError;
@@ -59,7 +57,7 @@ trait OneServer: fmt::Display + Send + Sync {
         &self,
         generation: u64,
         max_line: usize,
-        events: mpsc::Sender<UpstreamEvent>,
+        events: ReaderOut,
     ) -> Result<UpstreamLink, UpstreamError>;
 }
 
@@ -72,7 +70,7 @@ impl OneServer for StdioServer {
         &self,
         generation: u64,
         max_line: usize,
-        events: mpsc::Sender<UpstreamEvent>,
+        events: ReaderOut,
     ) -> Result<UpstreamLink, UpstreamError> {
         self.spawn(generation, max_line, events)
     }
@@ -87,7 +85,7 @@ impl OneServer for HttpUpstream {
         &self,
         generation: u64,
         max_line: usize,
-        events: mpsc::Sender<UpstreamEvent>,
+        events: ReaderOut,
     ) -> Result<UpstreamLink, UpstreamError> {
         self.spawn(generation, max_line, events)
     }
@@ -152,6 +150,7 @@ impl Upstream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::sync::mpsc;
 
     #[tokio::test]
     async fn every_kind_connects_through_the_one_trait_and_a_failed_start_names_the_server() {

@@ -41,7 +41,7 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::env_refs;
@@ -132,15 +132,12 @@ impl HttpUpstream {
         self.header("Authorization", format!("Bearer {token}"))
     }
 
-    pub(crate) fn spawn<E>(
+    pub(crate) fn spawn(
         &self,
         generation: u64,
         max_line: usize,
-        events: mpsc::Sender<E>,
-    ) -> Result<UpstreamLink, UpstreamError>
-    where
-        E: From<UpstreamEvent> + Send + 'static,
-    {
+        events: super::ReaderOut,
+    ) -> Result<UpstreamLink, UpstreamError> {
         let fail = |problem: String| UpstreamError::Spawn {
             server: self.to_string(),
             cause: std::io::Error::other(problem),
@@ -172,7 +169,7 @@ impl HttpUpstream {
                 },
                 None => UpstreamEvent::Line { generation, line },
             };
-            Box::pin(async move { events.send(E::from(event)).await.is_ok() })
+            Box::pin(async move { events.send(event).await })
         });
         let client = Arc::new(Client {
             name: self.to_string(),

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
+use super::ReaderOut;
 use super::env_refs::{self, env_references};
 use super::environment::EnvPolicy;
 use super::link::UpstreamLink;
@@ -121,15 +122,12 @@ impl StdioServer {
         &self.command
     }
 
-    pub(crate) fn spawn<E>(
+    pub(crate) fn spawn(
         &self,
         generation: u64,
         max_line: usize,
-        events: mpsc::Sender<E>,
-    ) -> Result<UpstreamLink, UpstreamError>
-    where
-        E: From<UpstreamEvent> + Send + 'static,
-    {
+        events: ReaderOut,
+    ) -> Result<UpstreamLink, UpstreamError> {
         // `${env:VAR}` is resolved here and only here: the definition as written is what
         // `Display`, logs and errors show.
         let resolve = |text: &OsStr| {
@@ -299,12 +297,12 @@ pub enum UpstreamEvent {
     },
 }
 
-async fn read_upstream<E: From<UpstreamEvent> + Send + 'static>(
+async fn read_upstream(
     name: String,
     mut child: Child,
     mut reader: LineReader<tokio::process::ChildStdout>,
     generation: u64,
-    events: mpsc::Sender<E>,
+    events: ReaderOut,
     cut: Option<Arc<CutThrough>>,
 ) {
     loop {
@@ -341,11 +339,7 @@ async fn read_upstream<E: From<UpstreamEvent> + Send + 'static>(
         };
         match frame {
             Frame::Line(line) => {
-                if events
-                    .send(UpstreamEvent::Line { generation, line }.into())
-                    .await
-                    .is_err()
-                {
+                if !events.send(UpstreamEvent::Line { generation, line }).await {
                     return;
                 }
             }
@@ -363,11 +357,7 @@ async fn read_upstream<E: From<UpstreamEvent> + Send + 'static>(
                         crate::jsonrpc::INTERNAL_ERROR,
                         &over_limit(&name, len, reader.max_len()),
                     );
-                    if events
-                        .send(UpstreamEvent::Line { generation, line }.into())
-                        .await
-                        .is_err()
-                    {
+                    if !events.send(UpstreamEvent::Line { generation, line }).await {
                         return;
                     }
                 }
@@ -387,9 +377,7 @@ async fn read_upstream<E: From<UpstreamEvent> + Send + 'static>(
         }
     };
     tracing::debug!(server = %name, generation, "upstream {how}");
-    let _ = events
-        .send(UpstreamEvent::Closed { generation, how }.into())
-        .await;
+    let _ = events.send(UpstreamEvent::Closed { generation, how }).await;
 }
 
 fn over_limit(name: &str, len: usize, max: usize) -> String {
@@ -414,13 +402,13 @@ enum Streamed {
 /// channel to the client's writer. What cannot be completed (over the limit, not UTF-8, the
 /// upstream closing) is ended where it is and followed by an error for the request; an answer
 /// the session no longer wants is read to its end and dropped.
-async fn cut_through<E: From<UpstreamEvent> + Send + 'static>(
+async fn cut_through(
     name: &str,
     reader: &mut LineReader<tokio::process::ChildStdout>,
     head: Vec<u8>,
     claimed: Claimed,
     generation: u64,
-    events: &mpsc::Sender<E>,
+    events: &ReaderOut,
 ) -> Streamed {
     let Claimed { uid, client_id, id } = claimed;
     let mut utf8 = Utf8Pieces::default();
@@ -442,7 +430,7 @@ async fn cut_through<E: From<UpstreamEvent> + Send + 'static>(
                 head,
                 tail: AnswerTail(tail),
             };
-            if events.send(event.into()).await.is_err() {
+            if !events.send(event).await {
                 return Streamed::SessionGone;
             }
         }
@@ -452,11 +440,7 @@ async fn cut_through<E: From<UpstreamEvent> + Send + 'static>(
             let line = fail(format!(
                 "upstream `{name}` answered with a message that is not UTF-8"
             ));
-            if events
-                .send(UpstreamEvent::Line { generation, line }.into())
-                .await
-                .is_err()
-            {
+            if !events.send(UpstreamEvent::Line { generation, line }).await {
                 return Streamed::SessionGone;
             }
         }

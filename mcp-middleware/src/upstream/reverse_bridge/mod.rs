@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::era_probe::EraRecord;
-use super::{Outlet, UpstreamEvent, UpstreamLink};
+use super::{Outlet, ReaderOut, UpstreamEvent, UpstreamLink};
 use crate::error::UpstreamError;
 use crate::transport::queue::LineQueue;
 use translate::{Bridge, Out};
@@ -39,10 +39,11 @@ pub(crate) fn connect(
     record: Option<EraRecord>,
     generation: u64,
     events: Outlet,
-    spawn: impl FnOnce(mpsc::Sender<UpstreamEvent>) -> Result<UpstreamLink, UpstreamError>,
+    spawn: impl FnOnce(ReaderOut) -> Result<UpstreamLink, UpstreamError>,
 ) -> Result<UpstreamLink, UpstreamError> {
     let (tx, mut from_upstream) = mpsc::channel::<UpstreamEvent>(64);
-    let inner = spawn(tx)?;
+    let (reader_out, step_out) = ReaderOut::new(tx);
+    let inner = spawn(reader_out)?;
     // The session sees the backlog of the server's own queue (it refuses requests when the
     // server stops reading), not of this adapter's, which it empties at once.
     let (outgoing, mut from_session, handover) =
@@ -66,6 +67,10 @@ pub(crate) fn connect(
                 && !handover.is_complete()
             {
                 handover.complete(&mut from_session, &up);
+                // And the server's reader sends to the session itself.
+                if !step_out.complete(&mut from_upstream, &events).await {
+                    return;
+                }
             }
             tokio::select! {
                 queued = from_session.recv() => {

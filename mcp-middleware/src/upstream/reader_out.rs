@@ -1,0 +1,112 @@
+//! [`ReaderOut`]: where an upstream connection's reader sends what it reads. First the era
+//! adapter's channel (`reverse_bridge`), which looks at the server's first answers to learn
+//! its era; once the adapter is transparent for good it steps out ([`StepOut`]) and the reader
+//! sends to the session's [`Outlet`] itself, saving the adapter task's wake-up per message.
+
+use std::sync::Arc;
+
+use tokio::sync::{RwLock, mpsc};
+
+use super::{Outlet, UpstreamEvent};
+
+/// The sending side a reader holds (cloning shares it).
+#[derive(Debug, Clone)]
+pub(crate) struct ReaderOut {
+    adapter: mpsc::Sender<UpstreamEvent>,
+    /// The session's outlet once the adapter stepped out. Read-locked for each send, so the
+    /// step-out (write-locked) waits for a send in progress and no event overtakes another.
+    direct: Arc<RwLock<Option<Outlet>>>,
+}
+
+/// The adapter's handle for stepping out of a reader's way.
+#[derive(Debug)]
+pub(crate) struct StepOut {
+    direct: Arc<RwLock<Option<Outlet>>>,
+}
+
+impl ReaderOut {
+    /// A reader's side sending to `adapter`, and the adapter's handle for stepping out.
+    pub(crate) fn new(adapter: mpsc::Sender<UpstreamEvent>) -> (Self, StepOut) {
+        let direct = Arc::new(RwLock::new(None));
+        (
+            Self {
+                adapter,
+                direct: direct.clone(),
+            },
+            StepOut { direct },
+        )
+    }
+
+    /// Sends one event on; false when its receiver (the adapter, or the session) is gone.
+    pub(crate) async fn send(&self, event: UpstreamEvent) -> bool {
+        let direct = self.direct.read().await;
+        match &*direct {
+            Some(outlet) => outlet.send(event).await,
+            None => self.adapter.send(event).await.is_ok(),
+        }
+    }
+}
+
+impl From<mpsc::Sender<UpstreamEvent>> for ReaderOut {
+    /// A reader's side that always sends to `events` (no adapter steps out of it).
+    fn from(events: mpsc::Sender<UpstreamEvent>) -> Self {
+        Self::new(events).0
+    }
+}
+
+impl StepOut {
+    /// Forwards what the reader already sent to the adapter (`from`) to `outlet`, in order, then
+    /// has the reader send to `outlet` itself. False when the session is gone.
+    pub(crate) async fn complete(
+        &self,
+        from: &mut mpsc::Receiver<UpstreamEvent>,
+        outlet: &Outlet,
+    ) -> bool {
+        let mut direct = self.direct.write().await;
+        while let Ok(event) = from.try_recv() {
+            if !outlet.send(event).await {
+                return false;
+            }
+        }
+        *direct = Some(outlet.clone());
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(text: &str) -> UpstreamEvent {
+        UpstreamEvent::Line {
+            generation: 1,
+            line: text.to_owned(),
+        }
+    }
+
+    fn text(event: UpstreamEvent) -> String {
+        match event {
+            UpstreamEvent::Line { line, .. } => line,
+            other => panic!("not a line: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn after_the_step_out_the_reader_sends_to_the_session_behind_what_waited() {
+        let (to_adapter, mut adapter) = mpsc::channel(8);
+        let (to_session, mut session) = mpsc::channel(8);
+        let outlet = Outlet::new(to_session);
+        let (reader, step_out) = ReaderOut::new(to_adapter);
+        assert!(reader.send(line("one")).await);
+        assert!(reader.send(line("two")).await);
+        assert!(step_out.complete(&mut adapter, &outlet).await);
+        assert!(reader.send(line("three")).await);
+        assert!(adapter.try_recv().is_err(), "the adapter is out of the way");
+        let got: Vec<String> = std::iter::from_fn(|| session.try_recv().ok())
+            .map(text)
+            .collect();
+        assert_eq!(got, ["one", "two", "three"], "in the order read");
+        drop(session);
+        assert!(!reader.send(line("late")).await, "the session is gone");
+    }
+}
