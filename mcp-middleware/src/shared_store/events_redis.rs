@@ -132,8 +132,7 @@ impl EventLog for RedisEvents {
             if events.is_empty() || bound == 0 {
                 return Ok(());
             }
-            // One script call: one command for Redis to read and (with an append-only file)
-            // one write to log, where a `MULTI` of these was six.
+            // One script call ([`APPEND`]): one command for Redis to read per append.
             let mut keys: Vec<String> = Vec::new();
             let mut invocation = self.append.prepare_invoke();
             invocation.arg(bound).arg(millis(ttl));
