@@ -111,7 +111,7 @@ impl Outlet {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::sync::Mutex;
 
@@ -130,14 +130,16 @@ mod tests {
         }
     }
 
-    fn line(text: &str) -> UpstreamEvent {
+    /// A line event of generation 1 (also `reader_out`'s tests').
+    pub(in crate::upstream) fn line(text: &str) -> UpstreamEvent {
         UpstreamEvent::Line {
             generation: 1,
             line: text.to_owned(),
         }
     }
 
-    fn text(event: UpstreamEvent) -> String {
+    /// The text an event carries.
+    pub(in crate::upstream) fn text(event: UpstreamEvent) -> String {
         match event {
             UpstreamEvent::Line { line, .. } | UpstreamEvent::LineFor { line, .. } => line,
             UpstreamEvent::Closed { how, .. } => how,

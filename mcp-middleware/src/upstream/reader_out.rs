@@ -75,21 +75,8 @@ impl StepOut {
 
 #[cfg(test)]
 mod tests {
+    use super::super::outlet::tests::{line, text};
     use super::*;
-
-    fn line(text: &str) -> UpstreamEvent {
-        UpstreamEvent::Line {
-            generation: 1,
-            line: text.to_owned(),
-        }
-    }
-
-    fn text(event: UpstreamEvent) -> String {
-        match event {
-            UpstreamEvent::Line { line, .. } => line,
-            other => panic!("not a line: {other:?}"),
-        }
-    }
 
     #[tokio::test]
     async fn after_the_step_out_the_reader_sends_to_the_session_behind_what_waited() {
