@@ -333,7 +333,9 @@ impl<'a> Text<'a> {
     fn new(raw: &'a str) -> Self {
         Self {
             raw,
-            text: String::with_capacity(raw.len() + 1024),
+            // Room for what hooks add, and for the answer's envelope around it
+            // (`jsonrpc::result_around`).
+            text: String::with_capacity(raw.len() + 4096),
         }
     }
 }
@@ -702,6 +704,29 @@ mod tests {
         let small = listing(2);
         Listing::read(small.clone()).expect("read");
         assert!(!is_kept(&small));
+    }
+
+    #[test]
+    fn a_listing_answers_the_client_with_the_line_it_was_answered_with_before() {
+        let raw = listing(608);
+        let read = Listing::read(raw.clone()).expect("read");
+        for added in [0, 3] {
+            let mut typed = read.typed();
+            for i in 0..added {
+                let mut tool = rmcp::model::Tool::default();
+                tool.name = format!("synthetic_{i}").into();
+                tool.input_schema =
+                    Arc::new(serde_json::from_value(json!({"type": "object"})).expect("schema"));
+                typed.tools.push(tool);
+            }
+            let written = read.write(&mut typed).expect("write");
+            let before = crate::jsonrpc::result("\"call-9\"", &written.clone());
+            let at = written.as_ptr();
+            let line = crate::jsonrpc::result_around("\"call-9\"", written);
+            assert_eq!(line, before);
+            // Written in the listing's own buffer: it has room for the envelope.
+            assert_eq!(line.as_ptr(), at);
+        }
     }
 
     #[test]

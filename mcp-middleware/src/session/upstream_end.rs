@@ -258,11 +258,11 @@ impl AnswerTap for UpstreamEnd {
             None => Message::parse(&line),
         };
         let (uid, outcome) = match read {
-            Ok(Message::Result { id, result }) => (id, Ok(result)),
+            Ok(Message::Result { id, result }) => (id, Ok(jsonrpc::range_in(&line, result))),
             Ok(Message::Error {
                 id: Some(id),
                 error,
-            }) => (id, Err(error)),
+            }) => (id, Err(crate::dispatch::error_data(error))),
             _ => return Err(line),
         };
         let Some(waiter) = uid
@@ -272,12 +272,26 @@ impl AnswerTap for UpstreamEnd {
         else {
             return Err(line);
         };
-        let _ = waiter.reply.send(match outcome {
-            Ok(result) => Ok(result.to_owned()),
-            Err(error) => Err(crate::dispatch::error_data(error)),
-        });
+        let _ = waiter
+            .reply
+            .send(outcome.map(|result| cut_out(line, result)));
         Ok(())
     }
+}
+
+/// From this many bytes, a result is cut out of its line in place ([`cut_out`]).
+const IN_PLACE_FROM: usize = 16 * 1024;
+
+/// The text at `range` of `line` as its own `String`. A large one keeps the line's buffer (what
+/// precedes it moved out, once, within the buffer) instead of being copied onto fresh pages;
+/// a small one is copied, so that it does not hold the line's capacity.
+fn cut_out(mut line: String, range: std::ops::Range<usize>) -> String {
+    if line.len() < IN_PLACE_FROM || line.get(range.clone()).is_none() {
+        return line.get(range).unwrap_or_default().to_owned();
+    }
+    line.truncate(range.end);
+    line.drain(..range.start);
+    line
 }
 
 /// How a context writes to the upstream (`crate::context`, below the session, names the trait).
@@ -438,5 +452,31 @@ mod tests {
         let error = other_answer.try_recv().unwrap().unwrap_err();
         assert_eq!((error.code.0, &*error.message), (-32602, "bad"));
         assert!(!end.any_waiting(), "both waiters are gone");
+    }
+
+    #[test]
+    fn a_large_result_is_cut_out_of_its_line_exactly_wherever_it_stands() {
+        let (end, _rx) = end_with_writer();
+        let result = format!(
+            r#"{{"content":[{{"type":"text","text":"{}"}}]}}"#,
+            "é".repeat(20_000)
+        );
+        for line in [
+            |uid: u64, result: &str| format!(r#"{{"jsonrpc":"2.0","id":{uid},"result":{result}}}"#),
+            |uid: u64, result: &str| format!(r#"{{"result":{result},"jsonrpc":"2.0","id":{uid}}}"#),
+            |uid: u64, result: &str| {
+                format!(r#" {{ "jsonrpc" : "2.0", "result" : {result} , "id" : {uid} }} "#)
+            },
+        ] {
+            let (uid, mut answer) = end.send(1, "tools/call", None).unwrap();
+            assert_eq!(end.take_answer(line(uid, &result)), Ok(()));
+            assert_eq!(answer.try_recv().unwrap().unwrap(), result);
+        }
+        // Small ones are copied out: the same text.
+        let small = r#"{"content":[]}"#;
+        assert_eq!(cut_out(format!(r#"{{"result":{small}}}"#), 10..24), small);
+        let large = format!("{}x", " ".repeat(IN_PLACE_FROM));
+        assert_eq!(cut_out(large.clone(), 3..large.len()), &large[3..]);
+        assert_eq!(cut_out(large, 0..1), " ");
     }
 }
