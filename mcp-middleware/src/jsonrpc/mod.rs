@@ -561,7 +561,8 @@ mod tests {
         let mut owned = String::with_capacity(large.len() + 64);
         owned.push_str(&large);
         let at = owned.as_ptr();
-        assert_eq!(result_around("1", owned).as_ptr(), at);
+        let line = result_around("1", owned);
+        assert_eq!(line.as_ptr(), at);
     }
 
     #[test]
