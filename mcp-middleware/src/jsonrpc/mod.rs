@@ -419,6 +419,8 @@ pub fn result(id: &str, result: &str) -> String {
 
 /// From this many bytes, [`result_around`] writes the line in the result's own buffer.
 const AROUND_FROM: usize = 16 * 1024;
+/// At most this much unused room in a result's buffer for [`result_around`] to use it.
+const AROUND_SPARE: usize = 64 * 1024;
 
 /// The same line as [`result`], written in `result`'s own buffer when it has room for the
 /// envelope: a large result (a listing, a page) is moved up once within its buffer rather than
@@ -427,7 +429,10 @@ pub(crate) fn result_around(id: &str, mut result: String) -> String {
     const HEAD: &str = r#"{"jsonrpc":"2.0","id":"#;
     const MEMBER: &str = r#","result":"#;
     let room = HEAD.len() + id.len() + MEMBER.len() + 1;
-    if result.len() < AROUND_FROM || result.capacity() - result.len() < room {
+    // A buffer much larger than its text (a page cut from a larger result) is not carried on:
+    // the line would hold its memory until it is written.
+    let spare = result.capacity() - result.len();
+    if result.len() < AROUND_FROM || spare < room || spare > AROUND_SPARE {
         return self::result(id, &result);
     }
     let mut head = String::with_capacity(room);
@@ -551,7 +556,12 @@ mod tests {
     fn a_result_written_around_in_place_is_the_line_result_writes() {
         let large = format!(r#"{{"text":"{}"}}"#, "\\u00e9x".repeat(AROUND_FROM));
         for id in ["7", "\"a\\\"b\"", "-12345678901234567890"] {
-            for (text, spare) in [("{}", 64), (large.as_str(), 0), (large.as_str(), 64)] {
+            for (text, spare) in [
+                ("{}", 64),
+                (large.as_str(), 0),
+                (large.as_str(), 64),
+                (large.as_str(), AROUND_SPARE + 1),
+            ] {
                 let mut owned = String::with_capacity(text.len() + spare);
                 owned.push_str(text);
                 assert_eq!(result_around(id, owned), result(id, text), "{id} {spare}");
