@@ -55,6 +55,8 @@ pub(crate) struct Listing {
     /// Where each tool of `list` is in `raw`, whole, by name; empty when the text has line
     /// breaks or two tools share a name (then every listing is written by [`Splice`]).
     tools: HashMap<String, (usize, Range<usize>)>,
+    /// The same spans by the tool's index in `list` (empty when `tools` is).
+    tool_spans: Vec<Range<usize>>,
 }
 
 impl Listing {
@@ -78,12 +80,22 @@ impl Listing {
         let list: ListToolsResult = from_result("tools/list", &raw)?;
         let lost = super::lost_in(&raw, &without_schemas(&list));
         let (spans, tools) = schema_spans(&raw, &list).unwrap_or_default();
+        let mut tool_spans = Vec::new();
+        if !tools.is_empty() {
+            tool_spans.resize(list.tools.len(), 0..0);
+        }
+        for (at, span) in tools.values() {
+            if let Some(slot) = tool_spans.get_mut(*at) {
+                *slot = span.clone();
+            }
+        }
         Ok(Listing {
             raw,
             list,
             lost,
             spans,
             tools,
+            tool_spans,
         })
     }
 
@@ -147,27 +159,45 @@ impl Listing {
         if self.tools.is_empty() {
             return Ok(None);
         }
-        let mut whole = Vec::with_capacity(list.tools.len());
-        for tool in &list.tools {
-            match self.tools.get(tool.name.as_ref()) {
+        // Each tool: its span in the upstream's text (`Ok`), or its index in `list` when the
+        // upstream did not list it (`Err`).
+        let mut whole: Vec<Result<Range<usize>, usize>> = Vec::with_capacity(list.tools.len());
+        // The upstream's index of the tool before, when it was one of the upstream's.
+        let mut before: Option<usize> = None;
+        for (index, tool) in list.tools.iter().enumerate() {
+            // Hooks mostly keep the upstream's order: the tool after the one before is tried
+            // first, by name, before the lookup.
+            let next = before.map_or(0, |at| at + 1);
+            // (Names are unique here: `tools` is empty otherwise.)
+            let found = match (self.list.tools.get(next), self.tool_spans.get(next)) {
+                (Some(kept), Some(span)) if kept.name == tool.name => Some((next, span)),
+                _ => self
+                    .tools
+                    .get(tool.name.as_ref())
+                    .map(|(at, span)| (*at, span)),
+            };
+            match found {
                 // `Tool`'s equality compares the schemas' `Arc`s by address first: the
                 // unchanged ones cost a pointer comparison.
-                Some((at, span)) if self.list.tools.get(*at) == Some(tool) => {
-                    whole.push(Some(span.clone()));
+                Some((at, span)) if self.list.tools.get(at) == Some(tool) => {
+                    whole.push(Ok(span.clone()));
+                    before = Some(at);
                 }
                 Some(_) => return Ok(None),
-                None => whole.push(None),
+                None => {
+                    whole.push(Err(index));
+                    before = None;
+                }
             }
         }
         // The rest of the result is written as usual, the tools written into its empty `tools`
         // array: the kept ones as the upstream's text, straight into the answer.
         let taken = std::mem::take(&mut list.tools);
-        let tools: Vec<Whole<'_>> = taken
-            .iter()
-            .zip(whole)
-            .map(|(tool, span)| match span {
-                Some(span) => Whole::Upstream(span),
-                None => Whole::Tool(tool),
+        let tools: Vec<Whole<'_>> = whole
+            .into_iter()
+            .filter_map(|piece| match piece {
+                Ok(span) => Some(Whole::Upstream(span)),
+                Err(at) => taken.get(at).map(Whole::Tool),
             })
             .collect();
         let mut out = Text::new(&self.raw);
@@ -333,7 +363,9 @@ impl<'a> Text<'a> {
     fn new(raw: &'a str) -> Self {
         Self {
             raw,
-            text: String::with_capacity(raw.len() + 1024),
+            // Room for what hooks add, and for the answer's envelope around it
+            // (`jsonrpc::result_around`).
+            text: String::with_capacity(raw.len() + 4096),
         }
     }
 }
@@ -702,6 +734,56 @@ mod tests {
         let small = listing(2);
         Listing::read(small.clone()).expect("read");
         assert!(!is_kept(&small));
+    }
+
+    #[test]
+    fn a_listing_answers_the_client_with_the_line_it_was_answered_with_before() {
+        let raw = listing(608);
+        let read = Listing::read(raw.clone()).expect("read");
+        for added in [0, 3] {
+            let mut typed = read.typed();
+            for i in 0..added {
+                let mut tool = rmcp::model::Tool::default();
+                tool.name = format!("synthetic_{i}").into();
+                tool.input_schema =
+                    Arc::new(serde_json::from_value(json!({"type": "object"})).expect("schema"));
+                typed.tools.push(tool);
+            }
+            let written = read.write(&mut typed).expect("write");
+            let before = crate::jsonrpc::result("\"call-9\"", &written.clone());
+            let at = written.as_ptr();
+            let line = crate::jsonrpc::result_around("\"call-9\"", written);
+            assert_eq!(line, before);
+            // Written in the listing's own buffer: it has room for the envelope.
+            assert_eq!(line.as_ptr(), at);
+        }
+    }
+
+    #[test]
+    fn tools_in_the_upstreams_order_are_found_by_place_and_copied_as_the_upstream_wrote_them() {
+        let raw = listing(609);
+        let read = Listing::read(raw.clone()).expect("read");
+        let mut typed = read.typed();
+        typed.tools.remove(5);
+        let mut added = rmcp::model::Tool::default();
+        added.name = "synthetic".into();
+        added.input_schema =
+            Arc::new(serde_json::from_value(json!({"type": "object"})).expect("schema"));
+        typed.tools.insert(100, added);
+        let expected = serde_json::to_value(&typed).expect("value");
+        let written = read.write(&mut typed).expect("write");
+        assert_eq!(
+            serde_json::from_str::<Value>(&written).expect("valid JSON"),
+            expected
+        );
+        // Every upstream tool is the upstream's text, in the hooks' order.
+        let spans: Vec<&str> = (0..609)
+            .filter(|at| *at != 5)
+            .map(|at| &raw[read.tool_spans[at].clone()])
+            .collect();
+        assert!(written.contains(&spans[..100].join(",")));
+        assert!(written.contains(&spans[100..].join(",")));
+        assert!(written.contains(&format!("{},{{", spans[99])));
     }
 
     #[test]

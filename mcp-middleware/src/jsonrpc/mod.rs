@@ -417,6 +417,33 @@ pub fn result(id: &str, result: &str) -> String {
     response(id, "result", result)
 }
 
+/// From this many bytes, [`result_around`] writes the line in the result's own buffer.
+const AROUND_FROM: usize = 16 * 1024;
+/// At most this much unused room in a result's buffer for [`result_around`] to use it.
+const AROUND_SPARE: usize = 64 * 1024;
+
+/// The same line as [`result`], written in `result`'s own buffer when it has room for the
+/// envelope: a large result (a listing, a page) is moved up once within its buffer rather than
+/// copied onto the fresh pages of a new line.
+pub(crate) fn result_around(id: &str, mut result: String) -> String {
+    const HEAD: &str = r#"{"jsonrpc":"2.0","id":"#;
+    const MEMBER: &str = r#","result":"#;
+    let room = HEAD.len() + id.len() + MEMBER.len() + 1;
+    // A buffer much larger than its text (a page cut from a larger result) is not carried on:
+    // the line would hold its memory until it is written.
+    let spare = result.capacity() - result.len();
+    if result.len() < AROUND_FROM || spare < room || spare > AROUND_SPARE {
+        return self::result(id, &result);
+    }
+    let mut head = String::with_capacity(room);
+    head.push_str(HEAD);
+    head.push_str(id);
+    head.push_str(MEMBER);
+    result.insert_str(0, &head);
+    result.push('}');
+    result
+}
+
 /// An error response line with a raw error object. `id` and `error` are raw JSON.
 pub fn error_response(id: &str, error: &str) -> String {
     response(id, "error", error)
@@ -523,6 +550,29 @@ mod tests {
         ] {
             assert_eq!(known_result(&line, is_known), None, "{line}");
         }
+    }
+
+    #[test]
+    fn a_result_written_around_in_place_is_the_line_result_writes() {
+        let large = format!(r#"{{"text":"{}"}}"#, "\\u00e9x".repeat(AROUND_FROM));
+        for id in ["7", "\"a\\\"b\"", "-12345678901234567890"] {
+            for (text, spare) in [
+                ("{}", 64),
+                (large.as_str(), 0),
+                (large.as_str(), 64),
+                (large.as_str(), AROUND_SPARE + 1),
+            ] {
+                let mut owned = String::with_capacity(text.len() + spare);
+                owned.push_str(text);
+                assert_eq!(result_around(id, owned), result(id, text), "{id} {spare}");
+            }
+        }
+        // With room, the result's own buffer carries the line.
+        let mut owned = String::with_capacity(large.len() + 64);
+        owned.push_str(&large);
+        let at = owned.as_ptr();
+        let line = result_around("1", owned);
+        assert_eq!(line.as_ptr(), at);
     }
 
     #[test]

@@ -103,7 +103,7 @@ impl ClientEnd {
 /// The JSON-RPC response to the client's request `id`.
 pub(super) fn answer_line(id: &str, outcome: RawOutcome) -> String {
     match outcome {
-        Ok(result) => jsonrpc::result(id, &result),
+        Ok(result) => jsonrpc::result_around(id, result),
         Err(error) => error_line(id, &error),
     }
 }
