@@ -39,10 +39,31 @@ impl ReaderOut {
 
     /// Sends one event on; false when its receiver (the adapter, or the session) is gone.
     pub(crate) async fn send(&self, event: UpstreamEvent) -> bool {
+        {
+            let direct = self.direct.read().await;
+            if let Some(outlet) = &*direct {
+                return outlet.send(event).await;
+            }
+        }
+        // Room in the adapter's channel is waited for without the lock: the adapter takes the
+        // lock to step out, and only it makes room there.
+        let Ok(permit) = self.adapter.reserve().await else {
+            // The adapter is gone; it may have stepped out first.
+            return match &*self.direct.read().await {
+                Some(outlet) => outlet.send(event).await,
+                None => false,
+            };
+        };
         let direct = self.direct.read().await;
         match &*direct {
-            Some(outlet) => outlet.send(event).await,
-            None => self.adapter.send(event).await.is_ok(),
+            Some(outlet) => {
+                drop(permit);
+                outlet.send(event).await
+            }
+            None => {
+                permit.send(event);
+                true
+            }
         }
     }
 }
@@ -95,5 +116,36 @@ mod tests {
         assert_eq!(got, ["one", "two", "three"], "in the order read");
         drop(session);
         assert!(!reader.send(line("late")).await, "the session is gone");
+    }
+
+    /// A reader waiting for room in a full adapter channel does not keep the adapter from
+    /// stepping out: the adapter drains what waited, and the waiting event follows it.
+    #[tokio::test]
+    async fn a_reader_waiting_on_a_full_channel_does_not_block_the_step_out() {
+        let (to_adapter, mut adapter) = mpsc::channel(2);
+        let (to_session, mut session) = mpsc::channel(8);
+        let outlet = Outlet::new(to_session);
+        let (reader, step_out) = ReaderOut::new(to_adapter);
+        assert!(reader.send(line("one")).await);
+        assert!(reader.send(line("two")).await);
+        let waiting = tokio::spawn({
+            let reader = reader.clone();
+            async move { reader.send(line("three")).await }
+        });
+        // The third send waits for room (the channel holds two) before the step-out runs.
+        tokio::task::yield_now().await;
+        let stepped = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            step_out.complete(&mut adapter, &outlet),
+        )
+        .await
+        .expect("the step-out is not held up by the waiting reader");
+        assert!(stepped);
+        assert!(waiting.await.expect("the reader's task"));
+        assert!(reader.send(line("four")).await);
+        let got: Vec<String> = std::iter::from_fn(|| session.try_recv().ok())
+            .map(text)
+            .collect();
+        assert_eq!(got, ["one", "two", "three", "four"]);
     }
 }
