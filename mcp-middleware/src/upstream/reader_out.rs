@@ -3,7 +3,7 @@
 //! its era; once the adapter is transparent for good it steps out ([`StepOut`]) and the reader
 //! sends to the session's [`Outlet`] itself, saving the adapter task's wake-up per message.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{RwLock, mpsc};
 
@@ -13,21 +13,29 @@ use super::{Outlet, UpstreamEvent};
 #[derive(Debug, Clone)]
 pub(crate) struct ReaderOut {
     adapter: mpsc::Sender<UpstreamEvent>,
-    /// The session's outlet once the adapter stepped out. Read-locked for each send, so the
-    /// step-out (write-locked) waits for a send in progress and no event overtakes another.
-    direct: Arc<RwLock<Option<Outlet>>>,
+    direct: Arc<Direct>,
 }
 
 /// The adapter's handle for stepping out of a reader's way.
 #[derive(Debug)]
 pub(crate) struct StepOut {
-    direct: Arc<RwLock<Option<Outlet>>>,
+    direct: Arc<Direct>,
+}
+
+/// What the reader and the adapter share.
+#[derive(Debug, Default)]
+struct Direct {
+    /// The session's outlet once the adapter stepped out; read without the lock from then on.
+    outlet: OnceLock<Outlet>,
+    /// Read-held by a reader while it puts an event into the adapter's channel, write-held by
+    /// the step-out: no event overtakes one sent before it.
+    lock: RwLock<()>,
 }
 
 impl ReaderOut {
     /// A reader's side sending to `adapter`, and the adapter's handle for stepping out.
     pub(crate) fn new(adapter: mpsc::Sender<UpstreamEvent>) -> (Self, StepOut) {
-        let direct = Arc::new(RwLock::new(None));
+        let direct = Arc::new(Direct::default());
         (
             Self {
                 adapter,
@@ -39,39 +47,21 @@ impl ReaderOut {
 
     /// Sends one event on; false when its receiver (the adapter, or the session) is gone.
     pub(crate) async fn send(&self, event: UpstreamEvent) -> bool {
-        {
-            let direct = self.direct.read().await;
-            if let Some(outlet) = &*direct {
-                return outlet.send(event).await;
-            }
+        if let Some(outlet) = self.direct.outlet.get() {
+            return outlet.send(event).await;
         }
-        // Room in the adapter's channel is waited for without the lock: the adapter takes the
-        // lock to step out, and only it makes room there.
-        let Ok(permit) = self.adapter.reserve().await else {
-            // The adapter is gone; it may have stepped out first.
-            return match &*self.direct.read().await {
-                Some(outlet) => outlet.send(event).await,
-                None => false,
-            };
-        };
-        let direct = self.direct.read().await;
-        match &*direct {
-            Some(outlet) => {
-                drop(permit);
-                outlet.send(event).await
-            }
-            None => {
+        // Room in the adapter's channel is waited for without the lock: only the adapter makes
+        // room there, and it takes the lock to step out. Gone, it may have stepped out first.
+        let permit = self.adapter.reserve().await;
+        let _held = self.direct.lock.read().await;
+        match (self.direct.outlet.get(), permit) {
+            (Some(outlet), _) => outlet.send(event).await,
+            (None, Ok(permit)) => {
                 permit.send(event);
                 true
             }
+            (None, Err(_)) => false,
         }
-    }
-}
-
-impl From<mpsc::Sender<UpstreamEvent>> for ReaderOut {
-    /// A reader's side that always sends to `events` (no adapter steps out of it).
-    fn from(events: mpsc::Sender<UpstreamEvent>) -> Self {
-        Self::new(events).0
     }
 }
 
@@ -83,13 +73,13 @@ impl StepOut {
         from: &mut mpsc::Receiver<UpstreamEvent>,
         outlet: &Outlet,
     ) -> bool {
-        let mut direct = self.direct.write().await;
+        let _held = self.direct.lock.write().await;
         while let Ok(event) = from.try_recv() {
             if !outlet.send(event).await {
                 return false;
             }
         }
-        *direct = Some(outlet.clone());
+        let _ = self.direct.outlet.set(outlet.clone());
         true
     }
 }
