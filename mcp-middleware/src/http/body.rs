@@ -70,6 +70,8 @@ impl Body {
 /// comment line whenever the stream has been quiet for the keep-alive interval.
 pub(crate) struct SseBody {
     head: Option<Bytes>,
+    /// A delivery that arrived before the stream started: it goes out in the first chunk.
+    first: Option<Delivery>,
     /// Chunks of a large event still to go, after the one just handed out.
     queued: VecDeque<Bytes>,
     deliveries: mpsc::UnboundedReceiver<Delivery>,
@@ -95,6 +97,7 @@ impl SseBody {
         });
         Self {
             head,
+            first: None,
             queued: VecDeque::new(),
             deliveries,
             keep_alive,
@@ -102,6 +105,20 @@ impl SseBody {
             validity: None,
             _on_drop: on_drop,
         }
+    }
+
+    /// Starts the stream with `first`, a delivery taken from its channel before the response
+    /// went out: it leaves in the same chunk as the head, so a quick answer costs the client one
+    /// read and the connection one write.
+    pub(crate) fn with_first(mut self, first: Option<Delivery>) -> Self {
+        self.first = first;
+        self
+    }
+
+    /// Whether nothing is left to hand out: the connection then ends the body with its last
+    /// chunk instead of asking once more.
+    fn done(&self) -> bool {
+        self.ended && self.head.is_none() && self.first.is_none() && self.queued.is_empty()
     }
 
     /// Ends the stream when `validity` stops holding (checked before each chunk and at each
@@ -152,7 +169,11 @@ impl hyper::body::Body for Body {
     }
 
     fn is_end_stream(&self) -> bool {
-        matches!(self, Body::Empty | Body::Full(None))
+        match self {
+            Body::Empty | Body::Full(None) => true,
+            Body::Full(Some(_)) => false,
+            Body::Sse(sse) => sse.done(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -166,52 +187,21 @@ impl hyper::body::Body for Body {
 
 impl SseBody {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
-        if let Some(head) = self.head.take() {
-            return Poll::Ready(Some(head));
-        }
         if let Some(next) = self.queued.pop_front() {
             return Poll::Ready(Some(next));
         }
-        if self.ended || self.lapsed() {
-            return Poll::Ready(None);
-        }
-        let mut out = Vec::new();
-        while out.len() < GATHER {
+        let mut out = match self.head.take() {
+            Some(head) => Vec::from(head),
+            None if self.ended || self.lapsed() => return Poll::Ready(None),
+            None => Vec::new(),
+        };
+        let mut full = match self.first.take() {
+            Some(first) => self.frame(first, &mut out),
+            None => false,
+        };
+        while !full && out.len() < GATHER {
             match self.deliveries.poll_recv(cx) {
-                Poll::Ready(Some(delivery)) if delivery.framing != Framing::Event => {
-                    if delivery.framing == Framing::Open {
-                        write_event_id(&mut out, delivery.id.as_deref());
-                        out.extend_from_slice(b"data: ");
-                    }
-                    write_data_piece(&mut out, &delivery.line);
-                    if delivery.framing == Framing::Close {
-                        out.extend_from_slice(b"\n\n");
-                        if delivery.last {
-                            self.ended = true;
-                            break;
-                        }
-                    }
-                }
-                Poll::Ready(Some(delivery)) => {
-                    // A large message on one line (JSON's usual form) goes out as its own
-                    // chunk, shared with the event store, instead of a copy of a megabyte.
-                    if delivery.line.len() >= GATHER
-                        && memchr::memchr2(b'\r', b'\n', delivery.line.as_bytes()).is_none()
-                    {
-                        write_event_id(&mut out, delivery.id.as_deref());
-                        out.extend_from_slice(b"data: ");
-                        self.queued
-                            .push_back(Bytes::from_owner(Shared(delivery.line.clone())));
-                        self.queued.push_back(Bytes::from_static(b"\n\n"));
-                        self.ended = delivery.last;
-                        break;
-                    }
-                    write_event(&mut out, delivery.id.as_deref(), &delivery.line);
-                    if delivery.last {
-                        self.ended = true;
-                        break;
-                    }
-                }
+                Poll::Ready(Some(delivery)) => full = self.frame(delivery, &mut out),
                 Poll::Ready(None) => {
                     self.ended = true;
                     break;
@@ -237,6 +227,45 @@ impl SseBody {
             return Poll::Ready(Some(Bytes::from_static(b":\n\n")));
         }
         Poll::Pending
+    }
+
+    /// Frames one delivery onto `out`; `true` when the chunk must go now (the stream's last
+    /// message is in, or a large message follows as chunks of its own).
+    fn frame(&mut self, delivery: Delivery, out: &mut Vec<u8>) -> bool {
+        if delivery.framing != Framing::Event {
+            if delivery.framing == Framing::Open {
+                write_event_id(out, delivery.id.as_deref());
+                out.extend_from_slice(b"data: ");
+            }
+            write_data_piece(out, &delivery.line);
+            if delivery.framing == Framing::Close {
+                out.extend_from_slice(b"\n\n");
+                if delivery.last {
+                    self.ended = true;
+                    return true;
+                }
+            }
+            return false;
+        }
+        // A large message on one line (JSON's usual form) goes out as its own chunk, shared
+        // with the event store, instead of a copy of a megabyte.
+        if delivery.line.len() >= GATHER
+            && memchr::memchr2(b'\r', b'\n', delivery.line.as_bytes()).is_none()
+        {
+            write_event_id(out, delivery.id.as_deref());
+            out.extend_from_slice(b"data: ");
+            self.queued
+                .push_back(Bytes::from_owner(Shared(delivery.line.clone())));
+            self.queued.push_back(Bytes::from_static(b"\n\n"));
+            self.ended = delivery.last;
+            return true;
+        }
+        write_event(out, delivery.id.as_deref(), &delivery.line);
+        if delivery.last {
+            self.ended = true;
+            return true;
+        }
+        false
     }
 }
 
@@ -308,6 +337,83 @@ mod tests {
             "id: 3-1\ndata: {\"a\":1}\n\ndata: {\"a\":\ndata: 1}\n\n"
         );
         assert_eq!(&priming("1-0", 500)[..], b"retry: 500\nid: 1-0\ndata: \n\n");
+    }
+
+    /// A stream that starts with its answer already in hand hands out the priming event and
+    /// the answer as one chunk and is then over, so the connection writes the response's
+    /// head, the event and the body's end at once.
+    #[test]
+    fn a_first_answer_leaves_with_the_priming_event_in_one_chunk() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let answer = Delivery {
+            id: Some("4-1".into()),
+            line: r#"{"jsonrpc":"2.0","id":1,"result":{}}"#.into(),
+            last: true,
+            framing: Framing::Event,
+            _held: None,
+        };
+        let mut body = Body::Sse(Box::new(
+            SseBody::new(Some(priming("4-0", 500)), rx, Duration::ZERO, None)
+                .with_first(Some(answer)),
+        ));
+        assert!(!hyper::body::Body::is_end_stream(&body));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let Poll::Ready(Some(Ok(frame))) =
+            hyper::body::Body::poll_frame(Pin::new(&mut body), &mut cx)
+        else {
+            panic!("the first chunk is ready at once");
+        };
+        let mut expected = priming("4-0", 500).to_vec();
+        write_event(
+            &mut expected,
+            Some("4-1"),
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+        );
+        assert_eq!(frame.into_data().ok().as_deref(), Some(&expected[..]));
+        assert!(
+            hyper::body::Body::is_end_stream(&body),
+            "nothing is left after the stream's last message"
+        );
+        drop(tx);
+    }
+
+    /// A first message that is not the answer starts the stream, and the rest follows.
+    #[test]
+    fn a_first_message_before_the_answer_opens_the_stream() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let note = |line: &str, id: &str, last| Delivery {
+            id: Some(id.into()),
+            line: line.into(),
+            last,
+            framing: Framing::Event,
+            _held: None,
+        };
+        let mut body =
+            SseBody::new(Some(priming("5-0", 500)), rx, Duration::ZERO, None).with_first(Some(
+                note(r#"{"method":"notifications/progress"}"#, "5-1", false),
+            ));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let Poll::Ready(Some(first)) = body.poll_chunk(&mut cx) else {
+            panic!("the first chunk is ready at once");
+        };
+        let mut expected = priming("5-0", 500).to_vec();
+        write_event(
+            &mut expected,
+            Some("5-1"),
+            r#"{"method":"notifications/progress"}"#,
+        );
+        assert_eq!(&first[..], &expected[..]);
+        assert!(body.poll_chunk(&mut cx).is_pending());
+        assert!(!body.done());
+        tx.send(note(r#"{"id":1,"result":{}}"#, "5-2", true))
+            .unwrap();
+        let Poll::Ready(Some(second)) = body.poll_chunk(&mut cx) else {
+            panic!("the answer follows");
+        };
+        let mut expected = Vec::new();
+        write_event(&mut expected, Some("5-2"), r#"{"id":1,"result":{}}"#);
+        assert_eq!(&second[..], &expected[..]);
+        assert!(body.done());
     }
 
     /// A large message is handed over as its own chunk, and the stream reads exactly as if it

@@ -14,7 +14,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Map, Value};
 
 use super::authn::{Authenticated, Validity};
-use super::body::{Body, SseBody, write_event};
+use super::body::{Body, Delivery, Framing, SseBody};
 use super::front::Front;
 use super::quota::Owner;
 use super::reject::{HEADER_MISMATCH, Reject};
@@ -338,9 +338,16 @@ async fn request_response(
     tracing::trace!(session = %super::sessions::short(&handle.id), stream, "request stream opened");
     handle.send(line).await?;
     let keep_alive = table.options().keep_alive;
+    let first = first_message(&mut deliveries, table.options().json_window).await;
     if !stateless {
-        let body =
-            SseBody::new(priming, deliveries, keep_alive, Some(guard.boxed())).until(validity);
+        // The priming event and a quick first message leave in one write.
+        let first = match first {
+            First::Arrived(first) => Some(first),
+            First::Late | First::Ended => None,
+        };
+        let body = SseBody::new(priming, deliveries, keep_alive, Some(guard.boxed()))
+            .until(validity)
+            .with_first(first);
         let mut response = sse_response(Body::Sse(Box::new(body)));
         if created && let Ok(value) = HeaderValue::from_str(&handle.id) {
             response.headers_mut().insert(SESSION_ID, value);
@@ -349,28 +356,51 @@ async fn request_response(
     }
     // Stateless: a lone response goes out as JSON with a status that matches it; anything
     // before it (progress, logs), or a long wait, turns the answer into an SSE stream.
-    let first = match tokio::time::timeout(table.options().json_window, deliveries.recv()).await {
-        Ok(Some(first)) if first.last => {
+    let first = match first {
+        First::Arrived(first) if first.last && first.framing == Framing::Event => {
             let status = status_for(&first.line);
             drop(guard);
             return Ok(json_response(status, first.line.to_string()));
         }
-        Ok(Some(first)) => {
-            let mut head = Vec::new();
-            write_event(&mut head, None, &first.line);
-            Some(head.into())
-        }
-        Ok(None) => {
+        First::Arrived(first) => Some(first),
+        First::Late => None,
+        First::Ended => {
             return Err(Reject::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 jsonrpc::INTERNAL_ERROR,
                 "Internal error: the request ended without a response",
             ));
         }
-        Err(_) => None,
     };
-    let body = SseBody::new(first, deliveries, keep_alive, Some(guard.boxed())).until(validity);
+    let body = SseBody::new(None, deliveries, keep_alive, Some(guard.boxed()))
+        .until(validity)
+        .with_first(first);
     Ok(sse_response(Body::Sse(Box::new(body))))
+}
+
+/// What came of waiting for a request stream's first message.
+enum First {
+    /// It arrived within the window.
+    Arrived(Delivery),
+    /// The window passed first: the stream starts without it.
+    Late,
+    /// The stream's channel closed with nothing in it.
+    Ended,
+}
+
+/// Waits up to `window` for the first message of a request's stream before its response
+/// starts. A quick answer then goes out with the response's head in one write (one read for
+/// the client) instead of the head, then the answer; a slow one only delays the head by
+/// `window` (HTTP clients wait for it as they would for the answer).
+async fn first_message(
+    deliveries: &mut tokio::sync::mpsc::UnboundedReceiver<Delivery>,
+    window: Duration,
+) -> First {
+    match tokio::time::timeout(window, deliveries.recv()).await {
+        Ok(Some(first)) => First::Arrived(first),
+        Ok(None) => First::Ended,
+        Err(_) => First::Late,
+    }
 }
 
 /// The HTTP status a 2026-07-28 answer goes out with.

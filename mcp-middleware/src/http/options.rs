@@ -86,9 +86,12 @@ pub struct HttpOptions {
     /// The reconnection delay (`retry:`) announced on every resumable SSE stream, in ms.
     /// Default 1,000.
     pub sse_retry_ms: u64,
-    /// How long a stateless (2026-07-28) request may wait for its first message before its
-    /// response turns into an SSE stream; until then a lone response goes out as one JSON
-    /// body with an HTTP status that matches it (`404` for an unknown method, ...). Default 1 s.
+    /// How long a request's response waits for its first message before its head goes out.
+    /// A stateless (2026-07-28) request's lone response that comes within it goes out as one
+    /// JSON body with an HTTP status that matches it (`404` for an unknown method, ...); a
+    /// session's request stream then starts with its priming event and that message in one
+    /// write. After it the response starts as an SSE stream and messages follow as they come.
+    /// Default 1 s.
     pub json_window: Duration,
     /// On shutdown, how long requests in flight may take to finish before their sessions are
     /// ended anyway. Default 5 s.
