@@ -673,6 +673,7 @@ impl SessionTable {
                 if let Ok(mut streams) = streams.lock() {
                     streams.route_record(line, belongs);
                 }
+                None
             }));
         }
         let mut run = tokio::spawn(session.run(events_rx));

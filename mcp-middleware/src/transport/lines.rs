@@ -366,7 +366,22 @@ where
     W: AsyncWrite + Unpin,
     L: AsRef<[u8]>,
 {
-    write_out(writer, queue, |_| None).await
+    write_out(writer, queue, |_| None, |_| {}).await
+}
+
+/// [`write_lines`] that reports, after each write, how many queued lines it has now written
+/// whole (`written`), for a queue whose senders may write themselves while it is idle
+/// ([`Inline`](super::queue::Inline)).
+pub(crate) async fn write_lines_counted<W, L>(
+    writer: W,
+    queue: UnboundedReceiver<L>,
+    written: impl FnMut(usize),
+) -> std::io::Result<()>
+where
+    W: AsyncWrite + Unpin,
+    L: AsRef<[u8]>,
+{
+    write_out(writer, queue, |_| None, written).await
 }
 
 /// [`write_lines`] for a queue that may hold lines cut through: such a line's head is
@@ -378,13 +393,14 @@ pub(crate) async fn write_queued<W>(
 where
     W: AsyncWrite + Unpin,
 {
-    write_out(writer, queue, super::queue::Queued::take_tail).await
+    write_out(writer, queue, super::queue::Queued::take_tail, |_| {}).await
 }
 
 async fn write_out<W, L>(
     mut writer: W,
     mut queue: UnboundedReceiver<L>,
     tail_of: impl Fn(&mut L) -> Option<Tail>,
+    mut written: impl FnMut(usize),
 ) -> std::io::Result<()>
 where
     W: AsyncWrite + Unpin,
@@ -396,7 +412,9 @@ where
     let mut buf: Vec<u8> = Vec::new();
     while let Some(first) = queue.recv().await {
         let mut next = Some(first);
+        let mut lines = 0;
         while let Some(mut line) = next.take() {
+            lines += 1;
             let tail = tail_of(&mut line);
             let bytes = line.as_ref();
             if let Some(tail) = tail {
@@ -429,6 +447,7 @@ where
             buf.clear();
         }
         writer.flush().await?;
+        written(lines);
     }
     writer.shutdown().await
 }

@@ -5,6 +5,7 @@
 pub(crate) mod cut_through;
 pub mod lines;
 pub(crate) mod outbound;
+pub(crate) mod pipe_writer;
 pub(crate) mod queue;
 pub mod stdio;
 

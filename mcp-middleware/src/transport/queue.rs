@@ -151,12 +151,15 @@ pub(crate) struct LineQueue {
     inline: Option<Arc<Inline>>,
 }
 
-/// What takes a line on the sender's thread ([`Inline::start`]).
-pub(crate) type TakeInline = Box<dyn Fn(String, Belongs) + Send + Sync>;
+/// What takes a line on the sender's thread ([`Inline::start`]). What it hands back (the line,
+/// or the part of it not yet written) is queued for the receiver, before anything sent after.
+pub(crate) type TakeInline =
+    Box<dyn Fn(String, Belongs) -> Option<(String, Belongs)> + Send + Sync>;
 
 /// Lets a queue's receiver take lines on the sender's own thread while nothing is queued
 /// before them: an HTTP session's router routes an answer into its stream as the session
-/// writes it, without a task woken for each line. A line with a tail (cut-through), and every
+/// writes it, and an upstream's stdin takes a request as the session sends it
+/// (`transport/pipe_writer.rs`), without a task woken for each line. A line with a tail (cut-through), and every
 /// line sent while one is still queued, goes through the channel as before, so no line
 /// overtakes one sent before it.
 #[derive(Default)]
@@ -200,8 +203,13 @@ impl Inline {
 
     /// The receiver has dealt with one line it took from the channel.
     pub(crate) fn taken(&self) {
+        self.taken_many(1);
+    }
+
+    /// The receiver has dealt with `lines` lines it took from the channel.
+    pub(crate) fn taken_many(&self, lines: usize) {
         let mut state = self.lock();
-        state.queued = state.queued.saturating_sub(1);
+        state.queued = state.queued.saturating_sub(lines);
     }
 
     /// The receiver stops: later sends fail. What is already in the channel is still there.
@@ -374,12 +382,13 @@ impl LineQueue {
         if state.closed {
             return Err(SendError(line));
         }
-        if state.queued == 0
-            && let Some(take) = inline.take.get()
-        {
-            take(line, belongs);
-            return Ok(());
-        }
+        let (line, belongs) = match inline.take.get() {
+            Some(take) if state.queued == 0 => match take(line, belongs) {
+                None => return Ok(()),
+                Some(rest) => rest,
+            },
+            _ => (line, belongs),
+        };
         state.queued += 1;
         self.send_to_channel(line, belongs)
     }
@@ -468,7 +477,10 @@ mod tests {
         let (queue, inline) = queue.taking_tails().with_inline();
         queue.send("before start".into()).unwrap();
         let into = taken.clone();
-        inline.start(Box::new(move |line, _| into.lock().unwrap().push(line)));
+        inline.start(Box::new(move |line, _| {
+            into.lock().unwrap().push(line);
+            None
+        }));
         queue.send("behind the queued one".into()).unwrap();
         let (_tx, tail) = tokio::sync::mpsc::channel(1);
         queue
@@ -509,5 +521,33 @@ mod tests {
         inline.close();
         assert_eq!(queue.send("late".into()).unwrap_err().0, "late");
         assert_eq!(*taken.lock().unwrap(), ["inline"]);
+    }
+
+    /// What the inline receiver hands back (a pipe with no room) is queued, and lines sent
+    /// after it wait behind it until the receiver has dealt with it.
+    #[test]
+    fn a_line_handed_back_is_queued_and_keeps_its_place() {
+        let taken = Arc::new(Mutex::new(Vec::new()));
+        let (queue, mut rx) = LineQueue::new(100);
+        let (queue, inline) = queue.with_inline();
+        let into = taken.clone();
+        inline.start(Box::new(move |line: String, belongs| {
+            if let Some(rest) = line.strip_prefix("half:") {
+                return Some((rest.to_owned(), belongs));
+            }
+            into.lock().unwrap().push(line);
+            None
+        }));
+        queue.send("whole".into()).unwrap();
+        queue.send("half:rest".into()).unwrap();
+        queue.send("after".into()).unwrap();
+        assert_eq!(*taken.lock().unwrap(), ["whole"]);
+        let channel: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(Queued::into_line)
+            .collect();
+        assert_eq!(channel, ["rest", "after"]);
+        inline.taken_many(2);
+        queue.send("inline again".into()).unwrap();
+        assert_eq!(*taken.lock().unwrap(), ["whole", "inline again"]);
     }
 }

@@ -21,8 +21,8 @@ use crate::transport::cut_through::{
     CUT_AT, CUT_MIN_LIMIT, Claimed, CutThrough, TAIL_PIECES, Tail, TailPiece, Utf8Pieces,
 };
 use crate::transport::lines::{Part, Piece};
-use crate::transport::queue::LineQueue;
-use crate::transport::{Frame, LineReader, write_lines};
+use crate::transport::pipe_writer;
+use crate::transport::{Frame, LineReader};
 
 /// How to start an upstream MCP server as a child process (SPEC T1).
 ///
@@ -167,14 +167,12 @@ impl StdioServer {
             });
         };
         tracing::info!(server = %self, pid = child.id(), generation, "started upstream");
-        let (outgoing, queue) = LineQueue::new(usize::MAX);
         let name = self.to_string();
-        let writer_name = name.clone();
-        tokio::spawn(async move {
-            if let Err(err) = write_lines(stdin, queue).await {
-                tracing::debug!(server = %writer_name, %err, "upstream stdin closed");
-            }
-        });
+        let outgoing =
+            pipe_writer::spawn(stdin, name.clone()).map_err(|cause| UpstreamError::Spawn {
+                server: name.clone(),
+                cause,
+            })?;
         let reader = LineReader::new(stdout, max_line);
         // Small limits mean small messages only: every line is then checked whole.
         let cut = (max_line >= CUT_MIN_LIMIT).then(Arc::<CutThrough>::default);
