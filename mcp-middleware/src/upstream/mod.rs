@@ -10,6 +10,7 @@ mod connect;
 mod env_refs;
 mod environment;
 pub mod era_probe;
+mod event;
 pub(crate) mod http;
 mod link;
 mod outlet;
@@ -31,13 +32,14 @@ pub use env_refs::env_references;
 pub(crate) use env_refs::resolve as resolve_env_refs;
 pub use environment::{DEFAULT_INHERITED, EnvPolicy};
 pub use era_probe::{Era, EraRecord, EraSeen, read_era_file};
+pub use event::{AnswerTail, UpstreamEvent};
 pub use http::HttpUpstream;
 pub(crate) use link::UpstreamLink;
 pub(crate) use outlet::{AnswerTap, Order, Outlet};
 pub(crate) use reader_out::ReaderOut;
 pub(crate) use replay::Replay;
 pub use set::ServerSet;
-pub use stdio::{AnswerTail, StdioServer, UpstreamEvent};
+pub use stdio::StdioServer;
 pub use token_exchange::TokenExchange;
 
 /// What a proxy talks to: one server, or several served as one.
