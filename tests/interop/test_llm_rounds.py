@@ -168,15 +168,33 @@ async def stdio_client_of(
 ) -> AsyncIterator[Client]:
     params = StdioServerParameters(command=PROXY or "", args=args, env=dict(os.environ))
     transport = tapped_stdio(params, wire if wire is not None else EventLog("wire"), errlog)
-    async with Client(
-        transport,
-        mode=mode,
-        read_timeout_seconds=READ_TIMEOUT,
-        sampling_callback=sampler,
-        client_info=types.Implementation(name="llm-rounds-interop", version="1.0.0"),
-        cache=None,
-    ) as client:
-        yield client
+    try:
+        async with Client(
+            transport,
+            mode=mode,
+            read_timeout_seconds=READ_TIMEOUT,
+            sampling_callback=sampler,
+            client_info=types.Implementation(name="llm-rounds-interop", version="1.0.0"),
+            cache=None,
+        ) as client:
+            yield client
+    except BaseException:
+        show_errlog(errlog)
+        raise
+
+
+def show_errlog(errlog: Any) -> None:
+    """Prints what the proxies wrote to `errlog` so far, for the report of a failing test (a
+    "Connection closed" says nothing of why the proxy went away)."""
+    try:
+        errlog.flush()
+        at = errlog.tell()
+        errlog.seek(0)
+        text = errlog.read()
+        errlog.seek(at)
+    except (OSError, ValueError):
+        return
+    print(f"--- the proxies' stderr (last 20,000 characters) ---\n{text[-20000:]}", file=sys.stderr)
 
 
 @asynccontextmanager
