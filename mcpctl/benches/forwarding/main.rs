@@ -19,10 +19,13 @@
 //! - stdio: the server itself (direct); `mcpctl proxy --model passthrough -- <this binary>`;
 //!   the same with `--model default`; and this binary as a library proxy
 //!   (`FORWARDING_BENCH_PROXY=1`, `Proxy::run_stdio`) running a model whose only hooks are on
-//!   methods the bench never sends: it must cost what passthrough does (SPEC F3).
+//!   methods the bench never sends: it must cost what passthrough does (SPEC F3); and this
+//!   binary as a byte relay in front of itself (`FORWARDING_BENCH_RELAY=1`, `relay.rs`), the
+//!   floor of any proxy process.
 //! - HTTP: the server over HTTP (direct); `mcpctl serve --listen 127.0.0.1:0 --model M --
 //!   <this binary>` for each model, where every HTTP session runs its own upstream child.
-//!   Each has 32 sessions, each on its own keep-alive connection.
+//!   Each has 32 sessions, each on its own keep-alive connection. Beside them a TCP relay in
+//!   front of the direct server (`FORWARDING_BENCH_RELAY=http`): the floor of an HTTP proxy.
 //!
 //! Each round measures, phase by phase, every connection in turn (who goes first rotates, so
 //! drift of the machine hits all alike); the table shows the median of the rounds:
@@ -62,6 +65,7 @@
 //! since its figures measure nothing.
 
 mod client;
+mod relay;
 mod rmcp_server;
 mod run;
 mod server;
@@ -74,6 +78,12 @@ const SERVER_ENV: &str = "FORWARDING_BENCH_SERVER";
 const UPSTREAM_ENV: &str = "FORWARDING_BENCH_UPSTREAM";
 /// `1` makes the bench binary a proxy running [`elsewhere`] in front of itself as the server.
 const PROXY_ENV: &str = "FORWARDING_BENCH_PROXY";
+/// `1` makes the bench binary a byte relay in front of itself as the server on stdio, `http` a
+/// TCP relay in front of the HTTP server at [`RELAY_TO_ENV`] (`relay.rs`): the floor of any
+/// proxy process.
+const RELAY_ENV: &str = "FORWARDING_BENCH_RELAY";
+/// The URL of the HTTP server the HTTP relay forwards to.
+const RELAY_TO_ENV: &str = "FORWARDING_BENCH_RELAY_TO";
 /// The `mcpctl` to measure instead of this build's (an A/B run against another build).
 const MCPCTL_ENV: &str = "FORWARDING_BENCH_MCPCTL";
 /// `1` shrinks every count about 10x.
@@ -124,6 +134,18 @@ fn main() {
             .run_stdio()
         {
             eprintln!("forwarding bench proxy: {err}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    let relay = match std::env::var(RELAY_ENV).as_deref() {
+        Ok("1") => Some(relay::run()),
+        Ok("http") => Some(relay::run_http()),
+        _ => None,
+    };
+    if let Some(relayed) = relay {
+        if let Err(err) = relayed {
+            eprintln!("forwarding bench relay: {err}");
             std::process::exit(1);
         }
         return;

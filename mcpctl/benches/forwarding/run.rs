@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::client::{HttpSession, Rpc, StdioConnection, wait_or_kill};
-use super::{BLOB_BYTES, MCPCTL_ENV, ONLY_ENV, PROXY_ENV, SERVER_ENV, TOOL_COUNT, UPSTREAM_ENV};
+use super::{
+    BLOB_BYTES, MCPCTL_ENV, ONLY_ENV, PROXY_ENV, RELAY_ENV, RELAY_TO_ENV, SERVER_ENV, TOOL_COUNT,
+    UPSTREAM_ENV,
+};
 
 /// The params of every `echo` call; the answer must carry the same text.
 const ECHO_PARAMS: &str =
@@ -100,6 +103,9 @@ enum Variant {
     Default,
     /// The library proxy with a model hooked on methods the bench never sends (stdio only).
     Elsewhere,
+    /// A process that only copies bytes between the client and the server (stdio only): the
+    /// floor of any proxy.
+    Relay,
 }
 
 impl Variant {
@@ -109,6 +115,7 @@ impl Variant {
             Variant::Passthrough => "passthrough",
             Variant::Default => "default",
             Variant::Elsewhere => "hooked-elsewhere",
+            Variant::Relay => "relay",
         }
     }
 
@@ -404,6 +411,7 @@ pub(super) fn run(counts: &Counts) -> io::Result<()> {
             Variant::Passthrough,
             Variant::Default,
             Variant::Elsewhere,
+            Variant::Relay,
         ]
     };
     let mut stdio = Vec::new();
@@ -420,6 +428,11 @@ pub(super) fn run(counts: &Counts) -> io::Result<()> {
             Variant::Elsewhere => {
                 let mut command = Command::new(&exe);
                 command.env(PROXY_ENV, "1");
+                command
+            }
+            Variant::Relay => {
+                let mut command = Command::new(&exe);
+                command.env(RELAY_ENV, "1");
                 command
             }
         };
@@ -496,6 +509,7 @@ pub(super) fn run(counts: &Counts) -> io::Result<()> {
     } else {
         &[
             (Variant::Direct, Up::Http),
+            (Variant::Relay, Up::Http),
             (Variant::Passthrough, Up::Stdio),
             (Variant::Default, Up::Stdio),
             (Variant::Passthrough, Up::Http),
@@ -663,6 +677,13 @@ fn start_http(
         let mut command = Command::new(exe);
         command.env(SERVER_ENV, "http").stdout(Stdio::piped());
         command
+    } else if variant == Variant::Relay {
+        let mut command = Command::new(exe);
+        command
+            .env(RELAY_ENV, "http")
+            .env(RELAY_TO_ENV, upstream.unwrap_or_default())
+            .stdout(Stdio::piped());
+        command
     } else if let Some(url) = upstream {
         let mut command = Command::new(mcpctl);
         command
@@ -737,7 +758,7 @@ fn start_http(
 /// Stops an HTTP endpoint: SIGTERM for `mcpctl serve` (it stops its upstreams), kill for the
 /// bench server.
 fn stop(server: &mut Child, variant: Variant) {
-    if variant == Variant::Direct {
+    if matches!(variant, Variant::Direct | Variant::Relay) {
         let _ = server.kill();
         let _ = server.wait();
         return;
@@ -982,6 +1003,48 @@ fn report(samples: &Samples, notes: &[String], client_parse_ms: f64, idle_sessio
              {} ms",
             fmt(m(Metric::StdioListCpu, Variant::Elsewhere), 2),
             fmt(m(Metric::StdioListCpu, Variant::Passthrough), 2),
+        );
+    }
+    if let (Some(direct), Some(relay), Some(pass)) = (
+        m(Metric::StdioEchoP50, Variant::Direct),
+        m(Metric::StdioEchoP50, Variant::Relay),
+        m(Metric::StdioEchoP50, Variant::Passthrough),
+    ) {
+        println!(
+            "floor: a process that only copies bytes (relay.rs): stdio echo p50 {relay:.1} us \
+             ({:.2}x direct; passthrough {pass:.1} us, {:.2}x the relay), CPU per echo {} us; \
+             tools/list p50 {} ms; 1 MiB result p50 {} ms",
+            relay / direct,
+            pass / relay,
+            fmt(m(Metric::StdioEchoCpu, Variant::Relay), 1),
+            fmt(m(Metric::StdioListP50, Variant::Relay), 2),
+            fmt(m(Metric::StdioBlobP50, Variant::Relay), 2),
+        );
+    }
+    let h = |row| m(Metric::Http(Up::Http, row), Variant::Relay);
+    if let (Some(direct), Some(relay), Some(pass)) = (
+        m(Metric::Http(Up::Http, HttpRow::EchoP50), Variant::Direct),
+        h(HttpRow::EchoP50),
+        m(
+            Metric::Http(Up::Http, HttpRow::EchoP50),
+            Variant::Passthrough,
+        ),
+    ) {
+        let sessions = |v| m(Metric::Http(Up::Http, HttpRow::Sessions(32)), v);
+        println!(
+            "floor: a TCP relay (relay.rs) in front of the direct HTTP server: echo p50 \
+             {relay:.1} us ({:.2}x direct; HTTP>HTTP passthrough {pass:.1} us, {:.2}x the \
+             relay), CPU per echo {} us; 32 sessions {} calls/s ({} direct); tools/list p50 \
+             {} ms",
+            relay / direct,
+            pass / relay,
+            fmt(h(HttpRow::EchoCpu), 1),
+            fmt(sessions(Variant::Relay), 0),
+            match (sessions(Variant::Relay), sessions(Variant::Direct)) {
+                (Some(r), Some(d)) => format!("{:.2}x", r / d),
+                _ => "-".to_owned(),
+            },
+            fmt(h(HttpRow::ListP50), 2),
         );
     }
     if let (Some(d), Some(p)) = (
