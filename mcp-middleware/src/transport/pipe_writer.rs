@@ -121,7 +121,7 @@ mod tests {
 
     fn line(i: usize) -> String {
         // Small lines, written on the sender's thread, and large ones, always queued.
-        let fill = if i % 7 == 0 { 9000 } else { i % 50 };
+        let fill = if i.is_multiple_of(7) { 9000 } else { i % 50 };
         format!("{{\"n\":{i},\"x\":\"{}é\"}}", "y".repeat(fill))
     }
 
