@@ -11,6 +11,7 @@ mod env_refs;
 mod environment;
 pub mod era_probe;
 pub(crate) mod http;
+mod http_body;
 mod link;
 mod outlet;
 mod parent_death;
