@@ -45,12 +45,14 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::env_refs;
+use super::http_body::{BodyReader, CutTo, read_or_cut, read_prefix};
 use super::sse::{Cursor, SseReader};
 use super::stream_cancel::StreamCancels;
 use super::token_exchange::{Caller, TokenExchange};
 use super::{UpstreamEvent, UpstreamLink};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Message};
+use crate::transport::cut_through::{CUT_MIN_LIMIT, CutThrough};
 use crate::transport::queue::LineQueue;
 
 /// A streamable HTTP MCP server (its endpoint URL), with the headers to send it.
@@ -159,6 +161,7 @@ impl HttpUpstream {
             let value = env_refs::resolve(std::ffi::OsStr::new(value)).map_err(fail)?;
             headers.push((name.clone(), value.to_string_lossy().into_owned()));
         }
+        let reader_out = events.clone();
         let up: Up = Arc::new(move |line, request| {
             let events = events.clone();
             let event = match request {
@@ -171,6 +174,8 @@ impl HttpUpstream {
             };
             Box::pin(async move { events.send(event).await })
         });
+        // Small limits mean small messages only: every answer is then read and checked whole.
+        let cut = (max_line >= CUT_MIN_LIMIT).then(Arc::<CutThrough>::default);
         let client = Arc::new(Client {
             name: self.to_string(),
             endpoint,
@@ -180,6 +185,9 @@ impl HttpUpstream {
             caller: self.caller.clone(),
             max_line,
             up,
+            cut: cut.clone(),
+            events: reader_out,
+            generation,
             session: Mutex::new(SessionState::default()),
             idle: Mutex::new(Vec::new()),
             reinit_ids: AtomicU64::new(0),
@@ -218,7 +226,11 @@ impl HttpUpstream {
             }
             client.end_session().await;
         });
-        Ok(UpstreamLink::new(outgoing, task))
+        let link = UpstreamLink::new(outgoing, task);
+        Ok(match cut {
+            Some(cut) => link.with_cut_through(cut),
+            None => link,
+        })
     }
 }
 
@@ -340,6 +352,13 @@ struct Client {
     caller: Option<Caller>,
     max_line: usize,
     up: Up,
+    /// The requests whose large JSON answers may be cut through to the client
+    /// (`http_body.rs`); `None` under a small limit.
+    cut: Option<Arc<CutThrough>>,
+    /// Where a cut-through answer's head goes (what `up` sends to, as events).
+    events: super::ReaderOut,
+    /// Which start of the server this is.
+    generation: u64,
     session: Mutex<SessionState>,
     idle: Mutex<Vec<SendRequest<Full<Bytes>>>>,
     reinit_ids: AtomicU64,
@@ -417,11 +436,13 @@ impl Client {
             _ => None,
         };
         let epoch = self.session.lock().await.epoch;
-        let request_id = request.as_ref().map(|(id, _)| id.as_str());
-        let mut outcome = self.post(&line, request_id).await;
+        let asked = request
+            .as_ref()
+            .map(|(id, method)| (id.as_str(), method.as_str()));
+        let mut outcome = self.post(&line, asked).await;
         if matches!(outcome, Posted::SessionExpired) {
             match self.reinitialize(epoch).await {
-                Ok(()) => outcome = self.post(&line, request_id).await,
+                Ok(()) => outcome = self.post(&line, asked).await,
                 Err(reason) => outcome = Posted::Failed(reason),
             }
         }
@@ -480,8 +501,10 @@ impl Client {
         Ok(())
     }
 
-    /// `POST`s one message (a request when it has `request_id`) and relays what comes back.
-    async fn post(&self, line: &str, request_id: Option<&str>) -> Posted {
+    /// `POST`s one message (a request when it has `asked`: its id and method) and relays what
+    /// comes back.
+    async fn post(&self, line: &str, asked: Option<(&str, &str)>) -> Posted {
+        let request_id = asked.map(|(id, _)| id);
         let is_request = request_id.is_some();
         let addressing = self.session.lock().await.addressing();
         let (status, headers, body) = match self.exchange(line, &addressing).await {
@@ -499,30 +522,53 @@ impl Client {
             return Posted::Done;
         }
         if !status.is_success() {
-            let detail = String::from_utf8_lossy(&body_bytes(body).await).into_owned();
+            let detail =
+                String::from_utf8_lossy(&read_prefix(body, self.max_line).await).into_owned();
             return Posted::Failed(format!("HTTP {status}: {}", detail.trim()));
         }
         if let Some(id) = header(&headers, "mcp-session-id") {
             self.session.lock().await.id = Some(id);
         }
-        match self.relay(&headers, body, request_id).await {
+        match self.relay(&headers, body, asked).await {
             Ok(()) => Posted::Done,
             Err(err) => Posted::Failed(err),
         }
     }
 
     /// Sends each message of an answer (a JSON body or an SSE stream) up to the session. An
-    /// SSE stream that ends before the answer to `request_id` is resumed.
+    /// SSE stream that ends before the answer to the request `asked` (id, method) is resumed;
+    /// a large JSON answer the session allows is cut through while it arrives.
     async fn relay(
         &self,
         headers: &hyper::HeaderMap,
         body: hyper::body::Incoming,
-        request_id: Option<&str>,
+        asked: Option<(&str, &str)>,
     ) -> Result<(), String> {
+        let request_id = asked.map(|(id, _)| id);
         if is_event_stream(headers) {
             return self.relay_stream(body, request_id).await;
         }
-        for message in read_messages(headers, body, self.max_line).await? {
+        let reader = BodyReader::new(body, content_length(headers), self.max_line)
+            .map_err(|err| err.to_string())?;
+        let bytes = match (&self.cut, asked) {
+            (Some(table), Some((_, method))) => {
+                let to = CutTo {
+                    table,
+                    events: &self.events,
+                    generation: self.generation,
+                    name: &self.name,
+                    method,
+                };
+                match read_or_cut(reader, to).await {
+                    Ok(Some(bytes)) => bytes,
+                    // Cut through: it went up as it came, ending in its own error if it broke.
+                    Ok(None) => return Ok(()),
+                    Err(err) => return Err(err.to_string()),
+                }
+            }
+            _ => reader.read_all().await.map_err(|err| err.to_string())?,
+        };
+        for message in json_messages(bytes)? {
             self.note(&message).await;
             self.send_up(message).await;
         }
@@ -990,11 +1036,12 @@ fn protocol_version(line: &str) -> Option<String> {
         .protocol_version
 }
 
-async fn body_bytes(body: hyper::body::Incoming) -> Bytes {
-    body.collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default()
+/// The declared length of a body (`Content-Length`), when there is one.
+fn content_length(headers: &hyper::HeaderMap) -> Option<u64> {
+    headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// The messages of a JSON body: one message, or (from old servers) a batch.
@@ -1011,16 +1058,19 @@ async fn read_messages(
         }
         return Ok(out);
     }
-    let bytes = body_bytes(body).await;
-    if bytes.len() > max_line {
-        return Err(format!(
-            "an answer of {} bytes is over the limit",
-            bytes.len()
-        ));
-    }
+    let bytes = BodyReader::new(body, content_length(headers), max_line)
+        .map_err(|err| err.to_string())?
+        .read_all()
+        .await
+        .map_err(|err| err.to_string())?;
+    json_messages(bytes)
+}
+
+/// The messages of a JSON body read whole: one message, or (from old servers) a batch.
+fn json_messages(bytes: Vec<u8>) -> Result<Vec<String>, String> {
     // UTF-8 (the usual case) becomes the message without a copy; anything else is read with
     // replacement characters, as before.
-    let text = match String::from_utf8(Vec::from(bytes)) {
+    let text = match String::from_utf8(bytes) {
         Ok(text) => text,
         Err(err) => String::from_utf8_lossy(err.as_bytes()).into_owned(),
     };

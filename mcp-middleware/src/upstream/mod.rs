@@ -12,6 +12,7 @@ mod environment;
 pub mod era_probe;
 mod event;
 pub(crate) mod http;
+mod http_body;
 mod link;
 mod outlet;
 mod parent_death;
