@@ -55,6 +55,10 @@ use crate::jsonrpc::{self, Message};
 use crate::transport::cut_through::{CUT_MIN_LIMIT, CutThrough};
 use crate::transport::queue::LineQueue;
 
+/// How much of an error page's text goes into the error a request gets (the rest of the page
+/// is not read): enough for a server's explanation, not a megabyte of HTML in a message.
+const ERROR_DETAIL_BYTES: usize = 4096;
+
 /// A streamable HTTP MCP server (its endpoint URL), with the headers to send it.
 ///
 /// ```
@@ -523,7 +527,7 @@ impl Client {
         }
         if !status.is_success() {
             let detail =
-                String::from_utf8_lossy(&read_prefix(body, self.max_line).await).into_owned();
+                String::from_utf8_lossy(&read_prefix(body, ERROR_DETAIL_BYTES).await).into_owned();
             return Posted::Failed(format!("HTTP {status}: {}", detail.trim()));
         }
         if let Some(id) = header(&headers, "mcp-session-id") {
