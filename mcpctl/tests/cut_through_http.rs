@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-use http_client::{Conn, WAIT, call, request, start_session};
+use http_client::{Conn, WAIT, call, open_event, request, start_session};
 use scratch::{Scratch, open_gate};
 use serde_json::{Value, json};
 
@@ -71,14 +71,6 @@ impl Drop for Served {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// The event being received: what follows the last complete event (`\n\n`), when at least
-/// `n` bytes of it are here.
-fn open_event(held: &str, n: usize) -> Option<&str> {
-    let start = held.rfind("\n\n").map_or(0, |at| at + 2);
-    let open = &held[start..];
-    (open.len() >= n).then_some(open)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,7 +21,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::thread;
 
-use http_client::{Conn, WAIT, call, request, start_session};
+use http_client::{Conn, WAIT, call, open_event, request, start_session};
 use serde_json::{Value, json};
 
 /// The size of the answer's text: 4 MB, sent in two halves.
@@ -196,14 +196,6 @@ impl Drop for Mcpctl {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// The event being received: what follows the last complete event, when at least `n` bytes
-/// of it are here.
-fn open_event(held: &str, n: usize) -> Option<&str> {
-    let start = held.rfind("\n\n").map_or(0, |at| at + 2);
-    let open = &held[start..];
-    (open.len() >= n).then_some(open)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -61,6 +61,18 @@ pub(crate) struct Claimed {
     pub(crate) id: Range<usize>,
 }
 
+impl Claimed {
+    /// `head` (the line's first bytes, where [`id`](Self::id) points) with the client's id in
+    /// place of the upstream's.
+    pub(crate) fn splice_head(&self, head: &[u8]) -> Vec<u8> {
+        let mut spliced = Vec::with_capacity(head.len() + self.client_id.len());
+        spliced.extend_from_slice(&head[..self.id.start]);
+        spliced.extend_from_slice(self.client_id.as_bytes());
+        spliced.extend_from_slice(&head[self.id.end..]);
+        spliced
+    }
+}
+
 impl CutThrough {
     /// Lets the answer to upstream request `uid` be cut through, under `client_id`.
     pub(crate) fn allow(&self, uid: u64, client_id: Box<str>) {

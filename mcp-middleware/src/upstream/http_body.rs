@@ -281,13 +281,10 @@ where
     B::Error: fmt::Display,
 {
     let name = to.name;
-    let Claimed { uid, client_id, id } = claimed;
-    let mut utf8 = Utf8Pieces::default();
-    let mut spliced = Vec::with_capacity(head.len() + client_id.len());
-    spliced.extend_from_slice(&head[..id.start]);
-    spliced.extend_from_slice(client_id.as_bytes());
-    spliced.extend_from_slice(&head[id.end..]);
+    let mut spliced = claimed.splice_head(&head);
     drop(head);
+    let Claimed { uid, client_id, .. } = claimed;
+    let mut utf8 = Utf8Pieces::default();
     line_breaks_to_spaces(&mut spliced);
     let fail = |code: i64, why: String| crate::jsonrpc::error(Some(&client_id), code, &why);
     let not_utf8 = || {

@@ -359,13 +359,10 @@ async fn cut_through(
     generation: u64,
     events: &ReaderOut,
 ) -> Streamed {
-    let Claimed { uid, client_id, id } = claimed;
-    let mut utf8 = Utf8Pieces::default();
-    let mut spliced = Vec::with_capacity(head.len() + client_id.len());
-    spliced.extend_from_slice(&head[..id.start]);
-    spliced.extend_from_slice(client_id.as_bytes());
-    spliced.extend_from_slice(&head[id.end..]);
+    let spliced = claimed.splice_head(&head);
     drop(head);
+    let Claimed { uid, client_id, .. } = claimed;
+    let mut utf8 = Utf8Pieces::default();
     let (tx, tail) = mpsc::channel(TAIL_PIECES);
     let fail =
         |why: String| crate::jsonrpc::error(Some(&client_id), crate::jsonrpc::INTERNAL_ERROR, &why);

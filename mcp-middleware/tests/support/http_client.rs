@@ -342,3 +342,11 @@ pub async fn call(
     assert_eq!(reply.status, 200, "{method}");
     reply.messages().await
 }
+
+/// The SSE event being received in `held` (what a stream has delivered so far): what follows
+/// the last complete event (`\n\n`), when at least `n` bytes of it are here.
+pub fn open_event(held: &str, n: usize) -> Option<&str> {
+    let start = held.rfind("\n\n").map_or(0, |at| at + 2);
+    let open = &held[start..];
+    (open.len() >= n).then_some(open)
+}
