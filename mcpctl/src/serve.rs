@@ -62,6 +62,12 @@ pub(crate) struct ServeArgs {
     /// The largest request body accepted, in bytes.
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
     pub(crate) max_body_bytes: usize,
+    /// How many threads run sessions (the async runtime's workers). Default: one per CPU core
+    /// (or `TOKIO_WORKER_THREADS`). One thread hands each message from task to task without
+    /// waking another thread: about a third less CPU per call on a machine whose cores the
+    /// upstreams share, for about a tenth less throughput at 32 sessions on 2 cores.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub(crate) threads: Option<u16>,
     #[command(flatten)]
     pub(crate) store: Box<StoreArgs>,
     #[command(flatten)]
@@ -352,7 +358,11 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| "adhoc".to_owned());
     let store_url = args.store.store.as_deref().map(store_url).transpose()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = args.threads {
+        runtime.worker_threads(threads.into());
+    }
+    let runtime = runtime
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
