@@ -125,6 +125,68 @@ async fn a_large_answer_reaches_the_http_client_while_the_upstream_is_still_writ
     assert_eq!(text, Some(SIZE));
 }
 
+/// A client whose connection broke while a large answer was being cut through to it resumes
+/// its stream with `Last-Event-ID` and gets the answer whole: the proxy kept the pieces it
+/// streamed and joins them for the replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_through_answer_whose_connection_broke_is_replayed_whole_on_resumption() {
+    let scratch = Scratch::new("mcpctl-cut-through-http");
+    let gate = scratch.fifo("gate");
+    let served = Served::start(&[]);
+    let mut conn = Conn::connect(served.addr).await;
+    let session = start_session(&mut conn, "cut-through-resume").await;
+    let big = request(
+        "big-1",
+        "big_paused",
+        json!({"size": SIZE, "gate": gate.to_str().expect("a UTF-8 path")}),
+    );
+    let priming = {
+        let mut reply = conn.post(Some(&session), &big).await.expect("POST");
+        assert_eq!(reply.status, 200);
+        let held = reply
+            .read_until("the first megabyte of the answer", |held| {
+                open_event(held, 1 << 20).is_some()
+            })
+            .await;
+        // The stream's first event is its priming event (`retry:`, then its id): resuming
+        // after it replays the rest.
+        held.lines()
+            .find_map(|line| line.strip_prefix("id: "))
+            .expect("a priming event id")
+            .to_owned()
+    };
+    // The connection breaks mid-answer; then the upstream writes the rest.
+    drop(conn);
+    open_gate(&gate);
+    let headers = [
+        ("accept", "text/event-stream"),
+        ("mcp-session-id", session.as_str()),
+        ("last-event-id", priming.as_str()),
+    ];
+    // The answer may still be on its way to the proxy: resume until it is there.
+    let deadline = std::time::Instant::now() + WAIT;
+    let answer = loop {
+        let mut conn = Conn::connect(served.addr).await;
+        let resumed = conn.send("GET", &headers, b"").await.expect("GET");
+        assert_eq!(resumed.status, 200);
+        let messages =
+            tokio::time::timeout(std::time::Duration::from_millis(500), resumed.messages()).await;
+        if let Ok(messages) = messages
+            && let Some(answer) = messages.into_iter().find(|m| m["id"] == "big-1")
+        {
+            break answer;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the answer was never replayed"
+        );
+    };
+    assert_eq!(answer["result"]["text"].as_str().map(str::len), Some(SIZE));
+    assert_eq!(answer["x-extra"]["kept"], true, "replayed byte for byte");
+    let mut conn = Conn::connect(served.addr).await;
+    still_answers(&mut conn, &session, 2).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_cut_through_over_http_past_the_limit_is_ended_and_its_request_fails() {
     let scratch = Scratch::new("mcpctl-cut-through-http");

@@ -25,7 +25,45 @@ pub(crate) struct EventStore {
 struct Stored {
     stream: StreamId,
     seq: u64,
-    line: Arc<str>,
+    line: Kept,
+}
+
+/// A kept event's message: whole, or the pieces it was cut through in (`Streams::open_streamed`),
+/// joined only when it is replayed, which few are.
+#[derive(Debug)]
+pub(crate) enum Kept {
+    /// The message.
+    Whole(Arc<str>),
+    /// The message in pieces, and their total length.
+    Pieces(Box<[Arc<str>]>, usize),
+}
+
+impl Kept {
+    /// The message in `pieces`, in order.
+    pub(crate) fn pieces(pieces: Vec<Arc<str>>) -> Self {
+        let len = pieces.iter().map(|piece| piece.len()).sum();
+        Self::Pieces(pieces.into_boxed_slice(), len)
+    }
+
+    /// The message's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Whole(line) => line.len(),
+            Self::Pieces(_, len) => *len,
+        }
+    }
+
+    /// The message, whole.
+    pub(crate) fn joined(&self) -> Arc<str> {
+        match self {
+            Self::Whole(line) => line.clone(),
+            Self::Pieces(pieces, len) => {
+                let mut whole = String::with_capacity(*len);
+                pieces.iter().for_each(|piece| whole.push_str(piece));
+                whole.into()
+            }
+        }
+    }
 }
 
 impl EventStore {
@@ -41,6 +79,11 @@ impl EventStore {
 
     /// Keeps event `seq` of `stream`, evicting the oldest events beyond the bounds.
     pub(crate) fn push(&mut self, stream: StreamId, seq: u64, line: Arc<str>) {
+        self.push_kept(stream, seq, Kept::Whole(line));
+    }
+
+    /// [`EventStore::push`] for a message kept as it was streamed.
+    pub(crate) fn push_kept(&mut self, stream: StreamId, seq: u64, line: Kept) {
         if self.max_events == 0 || line.len() > self.max_bytes {
             return;
         }
@@ -68,7 +111,7 @@ impl EventStore {
             .events
             .iter()
             .filter(|e| e.stream == stream && e.seq > seq)
-            .map(|e| (e.seq, e.line.clone()))
+            .map(|e| (e.seq, e.line.joined()))
             .collect();
         let gap = found.first().is_some_and(|(first, _)| *first > seq + 1);
         (found, gap)
@@ -110,5 +153,24 @@ mod tests {
         assert_eq!(store.after(0, 0).0.len(), 1);
         store.push(0, 3, Arc::from("this one is over the limit"));
         assert_eq!(store.after(0, 0).0.len(), 1);
+    }
+
+    #[test]
+    fn a_message_kept_in_pieces_is_replayed_whole_and_counted_by_its_length() {
+        let mut store = EventStore::new(100, 14);
+        let pieces = ["{\"id\":", "1,", "\"r\":2}"]
+            .map(Arc::<str>::from)
+            .to_vec();
+        store.push_kept(1, 1, Kept::pieces(pieces));
+        let (events, gap) = store.after(1, 0);
+        assert_eq!(events.len(), 1);
+        assert_eq!(&*events[0].1, "{\"id\":1,\"r\":2}");
+        assert!(!gap);
+        // 14 bytes of 14 are taken: one more byte evicts it.
+        store.push(1, 2, Arc::from("x"));
+        assert_eq!(
+            store.after(1, 0).0.iter().map(|e| e.0).collect::<Vec<_>>(),
+            [2]
+        );
     }
 }

@@ -38,7 +38,7 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use super::body::{Delivery, Framing, OnDrop};
-use super::event_store::{EventStore, StreamId};
+use super::event_store::{EventStore, Kept, StreamId};
 use super::reject::{Reject, SERVER_ERROR};
 use crate::jsonrpc::{self, Message, range_in, splice};
 use crate::session::Event;
@@ -162,7 +162,8 @@ pub(crate) enum Streaming {
 }
 
 /// An event being streamed to a request's stream: the pieces go to the connection it had when
-/// the event opened; the whole message is kept for the event store.
+/// the event opened, and are kept as they are for the event store (joined only if replayed:
+/// a 1.25 MB answer is not copied again at its end).
 pub(crate) struct Streamed {
     stream: StreamId,
     seq: u64,
@@ -170,22 +171,24 @@ pub(crate) struct Streamed {
     conn: Option<u64>,
     sink: Option<mpsc::UnboundedSender<Delivery>>,
     backlog: Arc<Gauge>,
-    whole: String,
+    /// The head and the pieces so far, shared with the deliveries that carried them.
+    pieces: Vec<Arc<str>>,
 }
 
 impl Streamed {
     /// Sends the next piece of the message to the stream's connection (if it is still there).
     pub(crate) fn piece(&mut self, text: &str) {
-        self.send(None, text, Framing::More, false);
-        self.whole.push_str(text);
+        let piece: Arc<str> = text.into();
+        self.send(None, piece.clone(), Framing::More, false);
+        self.pieces.push(piece);
     }
 
-    fn send(&mut self, id: Option<Arc<str>>, text: &str, framing: Framing, last: bool) {
+    fn send(&mut self, id: Option<Arc<str>>, piece: Arc<str>, framing: Framing, last: bool) {
         let Some(sink) = &self.sink else { return };
         let delivery = Delivery {
             id,
-            _held: Some(self.backlog.ticket(text.len())),
-            line: text.into(),
+            _held: Some(self.backlog.ticket(piece.len())),
+            line: piece,
             last,
             framing,
         };
@@ -622,34 +625,36 @@ impl Streams {
             conn: sink.as_ref().map(|(conn, _)| *conn),
             sink: sink.map(|(_, tx)| tx),
             backlog: self.backlog.clone(),
-            whole: String::with_capacity(head.len() * 2),
+            pieces: Vec::new(),
         };
-        streamed.send(Some(event), head, Framing::Open, false);
-        streamed.whole.push_str(head);
+        let head: Arc<str> = head.into();
+        streamed.send(Some(event), head.clone(), Framing::Open, false);
+        streamed.pieces.push(head);
         Streaming::Open(streamed)
     }
 
-    /// Ends the event `streamed` opened: stores the whole message (so `Last-Event-ID` resumes
+    /// Ends the event `streamed` opened: stores the message (so `Last-Event-ID` resumes
     /// it), gives it whole to a connection that replaced the one it was streamed to, and ends
     /// the request's stream, with `after` (the error for a message cut short) as its last
     /// event when given.
     pub(crate) fn close_streamed(&mut self, mut streamed: Streamed, after: Option<String>) {
-        streamed.send(None, "", Framing::Close, after.is_none());
+        streamed.send(None, Arc::default(), Framing::Close, after.is_none());
         let Streamed {
             stream,
             seq,
             conn,
-            whole,
+            pieces,
             ..
         } = streamed;
-        let whole: Arc<str> = whole.into();
-        self.store.push(stream, seq, whole.clone());
+        let message = Kept::pieces(pieces);
         let event = event_id(self.external(stream), seq);
         let Some(state) = self.streams.get_mut(&stream) else {
+            self.store.push_kept(stream, seq, message);
             return;
         };
         if let Some(sink) = &state.sink {
             if Some(sink.conn) != conn {
+                let whole = message.joined();
                 let _ = sink.tx.send(Delivery {
                     id: Some(event.into()),
                     _held: Some(self.backlog.ticket(whole.len())),
@@ -660,6 +665,7 @@ impl Streams {
             }
             state.delivered = seq;
         }
+        self.store.push_kept(stream, seq, message);
         match after {
             Some(line) => self.deliver(stream, line, true),
             None => self.finish(stream),
