@@ -28,40 +28,31 @@ struct Stored {
     line: Kept,
 }
 
-/// A kept event's message: whole, or the pieces it was cut through in (`Streams::open_streamed`),
-/// joined only when it is replayed, which few are.
+/// A kept event's message: shared with the delivery that sent it, or owned, as a message cut
+/// through is at its end (`Streams::close_streamed`): taken as it is, and copied into a shared
+/// one only when it is replayed, which few are.
 #[derive(Debug)]
 pub(crate) enum Kept {
-    /// The message.
-    Whole(Arc<str>),
-    /// The message in pieces, and their total length.
-    Pieces(Box<[Arc<str>]>, usize),
+    /// The message, as deliveries carry it.
+    Shared(Arc<str>),
+    /// The message, owned.
+    Owned(String),
 }
 
 impl Kept {
-    /// The message in `pieces`, in order.
-    pub(crate) fn pieces(pieces: Vec<Arc<str>>) -> Self {
-        let len = pieces.iter().map(|piece| piece.len()).sum();
-        Self::Pieces(pieces.into_boxed_slice(), len)
-    }
-
     /// The message's length in bytes.
     pub(crate) fn len(&self) -> usize {
         match self {
-            Self::Whole(line) => line.len(),
-            Self::Pieces(_, len) => *len,
+            Self::Shared(line) => line.len(),
+            Self::Owned(line) => line.len(),
         }
     }
 
-    /// The message, whole.
-    pub(crate) fn joined(&self) -> Arc<str> {
+    /// The message as deliveries carry it.
+    pub(crate) fn shared(&self) -> Arc<str> {
         match self {
-            Self::Whole(line) => line.clone(),
-            Self::Pieces(pieces, len) => {
-                let mut whole = String::with_capacity(*len);
-                pieces.iter().for_each(|piece| whole.push_str(piece));
-                whole.into()
-            }
+            Self::Shared(line) => line.clone(),
+            Self::Owned(line) => line.as_str().into(),
         }
     }
 }
@@ -79,10 +70,10 @@ impl EventStore {
 
     /// Keeps event `seq` of `stream`, evicting the oldest events beyond the bounds.
     pub(crate) fn push(&mut self, stream: StreamId, seq: u64, line: Arc<str>) {
-        self.push_kept(stream, seq, Kept::Whole(line));
+        self.push_kept(stream, seq, Kept::Shared(line));
     }
 
-    /// [`EventStore::push`] for a message kept as it was streamed.
+    /// [`EventStore::push`] for a message kept as [`Kept`] says.
     pub(crate) fn push_kept(&mut self, stream: StreamId, seq: u64, line: Kept) {
         if self.max_events == 0 || line.len() > self.max_bytes {
             return;
@@ -111,7 +102,7 @@ impl EventStore {
             .events
             .iter()
             .filter(|e| e.stream == stream && e.seq > seq)
-            .map(|e| (e.seq, e.line.joined()))
+            .map(|e| (e.seq, e.line.shared()))
             .collect();
         let gap = found.first().is_some_and(|(first, _)| *first > seq + 1);
         (found, gap)
@@ -156,12 +147,9 @@ mod tests {
     }
 
     #[test]
-    fn a_message_kept_in_pieces_is_replayed_whole_and_counted_by_its_length() {
+    fn an_owned_message_is_replayed_whole_and_counted_by_its_length() {
         let mut store = EventStore::new(100, 14);
-        let pieces = ["{\"id\":", "1,", "\"r\":2}"]
-            .map(Arc::<str>::from)
-            .to_vec();
-        store.push_kept(1, 1, Kept::pieces(pieces));
+        store.push_kept(1, 1, Kept::Owned("{\"id\":1,\"r\":2}".to_owned()));
         let (events, gap) = store.after(1, 0);
         assert_eq!(events.len(), 1);
         assert_eq!(&*events[0].1, "{\"id\":1,\"r\":2}");

@@ -162,8 +162,8 @@ pub(crate) enum Streaming {
 }
 
 /// An event being streamed to a request's stream: the pieces go to the connection it had when
-/// the event opened, and are kept as they are for the event store (joined only if replayed:
-/// a 1.25 MB answer is not copied again at its end).
+/// the event opened; the whole message is kept for the event store, which takes it as it is
+/// (a 1.25 MB answer is not copied again at its end).
 pub(crate) struct Streamed {
     stream: StreamId,
     seq: u64,
@@ -171,24 +171,22 @@ pub(crate) struct Streamed {
     conn: Option<u64>,
     sink: Option<mpsc::UnboundedSender<Delivery>>,
     backlog: Arc<Gauge>,
-    /// The head and the pieces so far, shared with the deliveries that carried them.
-    pieces: Vec<Arc<str>>,
+    whole: String,
 }
 
 impl Streamed {
     /// Sends the next piece of the message to the stream's connection (if it is still there).
     pub(crate) fn piece(&mut self, text: &str) {
-        let piece: Arc<str> = text.into();
-        self.send(None, piece.clone(), Framing::More, false);
-        self.pieces.push(piece);
+        self.send(None, text, Framing::More, false);
+        self.whole.push_str(text);
     }
 
-    fn send(&mut self, id: Option<Arc<str>>, piece: Arc<str>, framing: Framing, last: bool) {
+    fn send(&mut self, id: Option<Arc<str>>, text: &str, framing: Framing, last: bool) {
         let Some(sink) = &self.sink else { return };
         let delivery = Delivery {
             id,
-            _held: Some(self.backlog.ticket(piece.len())),
-            line: piece,
+            _held: Some(self.backlog.ticket(text.len())),
+            line: text.into(),
             last,
             framing,
         };
@@ -625,11 +623,10 @@ impl Streams {
             conn: sink.as_ref().map(|(conn, _)| *conn),
             sink: sink.map(|(_, tx)| tx),
             backlog: self.backlog.clone(),
-            pieces: Vec::new(),
+            whole: String::with_capacity(head.len() * 2),
         };
-        let head: Arc<str> = head.into();
-        streamed.send(Some(event), head.clone(), Framing::Open, false);
-        streamed.pieces.push(head);
+        streamed.send(Some(event), head, Framing::Open, false);
+        streamed.whole.push_str(head);
         Streaming::Open(streamed)
     }
 
@@ -638,15 +635,15 @@ impl Streams {
     /// the request's stream, with `after` (the error for a message cut short) as its last
     /// event when given.
     pub(crate) fn close_streamed(&mut self, mut streamed: Streamed, after: Option<String>) {
-        streamed.send(None, Arc::default(), Framing::Close, after.is_none());
+        streamed.send(None, "", Framing::Close, after.is_none());
         let Streamed {
             stream,
             seq,
             conn,
-            pieces,
+            whole,
             ..
         } = streamed;
-        let message = Kept::pieces(pieces);
+        let message = Kept::Owned(whole);
         let event = event_id(self.external(stream), seq);
         let Some(state) = self.streams.get_mut(&stream) else {
             self.store.push_kept(stream, seq, message);
@@ -654,7 +651,7 @@ impl Streams {
         };
         if let Some(sink) = &state.sink {
             if Some(sink.conn) != conn {
-                let whole = message.joined();
+                let whole = message.shared();
                 let _ = sink.tx.send(Delivery {
                     id: Some(event.into()),
                     _held: Some(self.backlog.ticket(whole.len())),
