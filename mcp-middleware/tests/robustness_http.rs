@@ -467,6 +467,91 @@ async fn bad_input_over_http_gets_the_documented_error_and_the_server_goes_on() 
     server.shutdown().await;
 }
 
+/// A request body is read on a task of its own (`http/handler.rs`, `read_body`): one that
+/// comes in several chunks, written one at a time, is read whole, and a client that leaves in
+/// the middle of its body leaves the session as it was.
+#[tokio::test]
+async fn a_body_that_comes_in_pieces_is_read_whole_and_one_left_unfinished_harms_nothing() {
+    let server = serve(
+        support::scripted_upstream(),
+        SessionOptions::default(),
+        options(),
+    )
+    .await;
+    let addr = server.local_addr();
+    let mut conn = Conn::connect(addr).await;
+    let session = start_session(&mut conn, "body-pieces").await;
+    let head = |framing: &str| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nhost: {addr}\r\naccept: application/json, text/event-stream\r\n\
+             content-type: application/json\r\nmcp-session-id: {session}\r\n{framing}\r\n\r\n"
+        )
+    };
+
+    let body = request(2, "custom/echo", json!({"came": "in pieces"}));
+    let mut pieced = Conn::connect(addr).await;
+    pieced
+        .write_raw(head("transfer-encoding: chunked").as_bytes())
+        .await
+        .expect("write the head");
+    let (first, rest) = body.split_at(body.len() / 3);
+    let (second, third) = rest.split_at(rest.len() / 2);
+    for piece in [first, second, third] {
+        let chunk = format!("{:x}\r\n{piece}\r\n", piece.len());
+        pieced
+            .write_raw(chunk.as_bytes())
+            .await
+            .expect("write a chunk");
+        tokio::task::yield_now().await;
+    }
+    pieced.write_raw(b"0\r\n\r\n").await.expect("end the body");
+    let reply = pieced.head().await.expect("an answer");
+    assert_eq!(reply.status, 200);
+    let answers = reply.messages().await;
+    assert_eq!(
+        answers.last().expect("an answer")["result"]["echo"]["came"],
+        "in pieces"
+    );
+
+    // Half a declared body, then the client goes.
+    let mut left = Conn::connect(addr).await;
+    let body = request(3, "custom/echo", json!({"never": "finished"}));
+    let declared = head(&format!("content-length: {}", body.len()));
+    left.write_raw(declared.as_bytes())
+        .await
+        .expect("write the head");
+    left.write_raw(&body.as_bytes()[..body.len() / 2])
+        .await
+        .expect("write half the body");
+    drop(left);
+
+    let mut conn = Conn::connect(addr).await;
+    let answers = call(
+        &mut conn,
+        &session,
+        4,
+        "custom/echo",
+        json!({"still": "here"}),
+    )
+    .await;
+    assert_eq!(
+        answers.last().expect("an answer")["result"]["echo"]["still"],
+        "here"
+    );
+    let log = state(addr, &session, 5).await;
+    let echoes = log["methods"]
+        .as_array()
+        .expect("the methods the upstream saw")
+        .iter()
+        .filter(|m| *m == "custom/echo")
+        .count();
+    assert_eq!(
+        echoes, 2,
+        "only the finished requests reach the upstream: {log}"
+    );
+    server.shutdown().await;
+}
+
 /// POSTs a chunked body of up to `total` bytes that the server should refuse early; returns
 /// the status it answered with.
 async fn chunked_flood(addr: SocketAddr, session: &str, total: usize) -> u16 {
