@@ -64,8 +64,9 @@ pub(crate) struct ServeArgs {
     pub(crate) max_body_bytes: usize,
     /// How many threads run sessions (the async runtime's workers). Default: one per CPU core
     /// (or `TOKIO_WORKER_THREADS`). One thread hands each message from task to task without
-    /// waking another thread: 23-38% less CPU per call on a machine whose cores the upstreams
-    /// share, for 8-13% less throughput at 32 sessions on 2 cores (BENCHMARKS.md, `threads`).
+    /// waking another thread: on 2 cores shared with the upstreams, 36-41% less CPU per call
+    /// for `default` and HTTP upstreams, at the same throughput at 32 sessions (BENCHMARKS.md,
+    /// `threads` and `bodytask`). More threads are for cores the proxy has to itself.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub(crate) threads: Option<u16>,
     #[command(flatten)]
