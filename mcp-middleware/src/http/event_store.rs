@@ -74,9 +74,14 @@ impl EventStore {
     }
 
     /// [`EventStore::push`] for a message kept as [`Kept`] says.
-    pub(crate) fn push_kept(&mut self, stream: StreamId, seq: u64, line: Kept) {
+    pub(crate) fn push_kept(&mut self, stream: StreamId, seq: u64, mut line: Kept) {
         if self.max_events == 0 || line.len() > self.max_bytes {
             return;
+        }
+        // The store is bounded by the messages' lengths: an owned one gives back the room it
+        // grew into (up to as much again), which shrinking in place does without a copy.
+        if let Kept::Owned(owned) = &mut line {
+            owned.shrink_to_fit();
         }
         self.bytes += line.len();
         *self.per_stream.entry(stream).or_default() += 1;
@@ -149,7 +154,14 @@ mod tests {
     #[test]
     fn an_owned_message_is_replayed_whole_and_counted_by_its_length() {
         let mut store = EventStore::new(100, 14);
-        store.push_kept(1, 1, Kept::Owned("{\"id\":1,\"r\":2}".to_owned()));
+        let mut grown = String::with_capacity(64);
+        grown.push_str("{\"id\":1,\"r\":2}");
+        store.push_kept(1, 1, Kept::Owned(grown));
+        // Kept in no more room than its length, which is what the bound counts.
+        let Kept::Owned(kept) = &store.events[0].line else {
+            panic!("an owned message stays owned");
+        };
+        assert_eq!(kept.capacity(), kept.len());
         let (events, gap) = store.after(1, 0);
         assert_eq!(events.len(), 1);
         assert_eq!(&*events[0].1, "{\"id\":1,\"r\":2}");

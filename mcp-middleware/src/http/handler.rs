@@ -653,9 +653,9 @@ fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
 /// running this handler. A task woken while it runs is rescheduled as a yield, and tokio
 /// answers a yield by waking another worker to take it: one hand-off between threads per
 /// request. Read on a task of its own, the body wakes the connection's task while that one is
-/// idle, which puts it in this worker's LIFO slot. HTTP>stdio echo: 3.5 -> 2.0 context
-/// switches, a third less CPU (BENCHMARKS.md, `## bodytask`). The task is aborted if the
-/// request is dropped (its client went away).
+/// idle, which puts it in this worker's LIFO slot. HTTP>stdio passthrough echo: 3.5 -> 2.0
+/// context switches, a third less CPU (BENCHMARKS.md, `## bodytask`). The task is aborted if
+/// the request is dropped (its client went away).
 async fn read_body(mut body: Incoming, max: usize, headers: &HeaderMap) -> Result<Vec<u8>, Reject> {
     let too_large = move || {
         Reject::new(
