@@ -103,6 +103,32 @@ async fn state(addr: SocketAddr, session: &str, id: u64) -> Value {
         .expect("an answer")
 }
 
+/// The head of a raw streamable-HTTP POST to `session`, its body framed by `framing` (a
+/// `content-length` or `transfer-encoding` header).
+fn post_head(addr: SocketAddr, session: &str, framing: &str) -> String {
+    format!(
+        "POST /mcp HTTP/1.1\r\nhost: {addr}\r\naccept: application/json, text/event-stream\r\n\
+         content-type: application/json\r\nmcp-session-id: {session}\r\n{framing}\r\n\r\n"
+    )
+}
+
+/// Checks that `session` still answers an echo (request `id`) on a new connection.
+async fn still_answers(addr: SocketAddr, session: &str, id: u64) {
+    let mut conn = Conn::connect(addr).await;
+    let answers = call(
+        &mut conn,
+        session,
+        id,
+        "custom/echo",
+        json!({"still": "here"}),
+    )
+    .await;
+    assert_eq!(
+        answers.last().expect("an answer")["result"]["echo"]["still"],
+        "here"
+    );
+}
+
 #[tokio::test]
 async fn an_upstream_killed_mid_call_fails_its_stream_within_a_second_and_other_sessions_go_on() {
     let server = serve(
@@ -435,11 +461,7 @@ async fn bad_input_over_http_gets_the_documented_error_and_the_server_goes_on() 
 
     // A declared body over the limit (100 GiB) is refused before any of it is read.
     let mut raw = Conn::connect(addr).await;
-    let head = format!(
-        "POST /mcp HTTP/1.1\r\nhost: {addr}\r\naccept: application/json, text/event-stream\r\n\
-         content-type: application/json\r\nmcp-session-id: {session}\r\n\
-         content-length: 107374182400\r\n\r\n"
-    );
+    let head = post_head(addr, &session, "content-length: 107374182400");
     raw.write_raw(head.as_bytes()).await.expect("write");
     let declared = raw.head().await.expect("an answer");
     assert_eq!(declared.status, 413);
@@ -451,19 +473,7 @@ async fn bad_input_over_http_gets_the_documented_error_and_the_server_goes_on() 
     assert_eq!(huge_status, 413);
 
     // The server and the session are unharmed.
-    let mut conn = Conn::connect(addr).await;
-    let answers = call(
-        &mut conn,
-        &session,
-        5,
-        "custom/echo",
-        json!({"still": "here"}),
-    )
-    .await;
-    assert_eq!(
-        answers.last().expect("an answer")["result"]["echo"]["still"],
-        "here"
-    );
+    still_answers(addr, &session, 5).await;
     server.shutdown().await;
 }
 
@@ -481,12 +491,7 @@ async fn a_body_that_comes_in_pieces_is_read_whole_and_one_left_unfinished_harms
     let addr = server.local_addr();
     let mut conn = Conn::connect(addr).await;
     let session = start_session(&mut conn, "body-pieces").await;
-    let head = |framing: &str| {
-        format!(
-            "POST /mcp HTTP/1.1\r\nhost: {addr}\r\naccept: application/json, text/event-stream\r\n\
-             content-type: application/json\r\nmcp-session-id: {session}\r\n{framing}\r\n\r\n"
-        )
-    };
+    let head = |framing: &str| post_head(addr, &session, framing);
 
     let body = request(2, "custom/echo", json!({"came": "in pieces"}));
     let mut pieced = Conn::connect(addr).await;
@@ -525,19 +530,7 @@ async fn a_body_that_comes_in_pieces_is_read_whole_and_one_left_unfinished_harms
         .expect("write half the body");
     drop(left);
 
-    let mut conn = Conn::connect(addr).await;
-    let answers = call(
-        &mut conn,
-        &session,
-        4,
-        "custom/echo",
-        json!({"still": "here"}),
-    )
-    .await;
-    assert_eq!(
-        answers.last().expect("an answer")["result"]["echo"]["still"],
-        "here"
-    );
+    still_answers(addr, &session, 4).await;
     let log = state(addr, &session, 5).await;
     let echoes = log["methods"]
         .as_array()
@@ -557,11 +550,7 @@ async fn a_body_that_comes_in_pieces_is_read_whole_and_one_left_unfinished_harms
 async fn chunked_flood(addr: SocketAddr, session: &str, total: usize) -> u16 {
     let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let (mut read, mut write) = stream.into_split();
-    let head = format!(
-        "POST /mcp HTTP/1.1\r\nhost: {addr}\r\naccept: application/json, text/event-stream\r\n\
-         content-type: application/json\r\nmcp-session-id: {session}\r\n\
-         transfer-encoding: chunked\r\n\r\n"
-    );
+    let head = post_head(addr, session, "transfer-encoding: chunked");
     let writer = tokio::spawn(async move {
         if write.write_all(head.as_bytes()).await.is_err() {
             return 0;
