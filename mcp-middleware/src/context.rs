@@ -64,9 +64,6 @@ pub(crate) enum LoopCall {
     },
     /// A hooked client request finished.
     Finished { call: u64, outcome: RawOutcome },
-    /// A hooked client request finished and its task answered the client itself
-    /// (`session/client_end.rs`): the loop only forgets it.
-    Answered { call: u64 },
     /// Ask the client something on behalf of hooked request `call` (`ctx.llm()`'s sampling):
     /// a real request to a client that can receive one, else an input round of `call`
     /// (2026-07-28). `ask` names the question for [`LoopCall::AskDone`].

@@ -54,6 +54,9 @@ impl Proxy {
     }
 
     /// Runs the proxy model `M` (a `#[proxy_model]` module's `Model`) on the messages.
+    ///
+    /// A proxy runs one model: a second call replaces the first. To run several, write a
+    /// model that composes them (`#[proxy_model(extends = [gate, paginate])]`).
     pub fn model<M: ProxyModel>(self) -> Self {
         self.model_descriptor(M::DESCRIPTOR)
     }

@@ -1,4 +1,4 @@
-//! The way of a hooked request through the real proxy (issue 13 item 3): its task writes the
+//! The way of a hooked request through the real proxy (issue 13 item 3): the hooked call writes the
 //! request to the upstream, the upstream's reader hands the answer straight back to the task,
 //! and the task writes its final answer to the client itself. What the session loop used to
 //! guarantee on the way must still hold: what the upstream sent ahead of the answer reaches the
@@ -139,6 +139,78 @@ async fn an_upstream_that_dies_fails_the_hooked_call_and_the_next_call_starts_it
     assert_eq!(
         state["result"]["initializes"], 1,
         "the restarted upstream got the replayed initialize: {state}"
+    );
+    client.close().await.unwrap();
+}
+
+/// Set when `waiter`'s hook future is dropped.
+static WAIT_DROPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Holds `custom/wait` forever (until its future is dropped); lets everything else through,
+/// hooked.
+#[proxy_model]
+pub mod waiter {
+    use mcp_middleware::prelude::*;
+
+    struct OnDrop;
+
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            super::WAIT_DROPPED.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    pub async fn on_request(
+        ctx: &Context,
+        request: RawRequest,
+        next: Next<'_, hooks::Request>,
+    ) -> HookResult<serde_json::Value> {
+        if request.method == "custom/wait" {
+            let _dropped = OnDrop;
+            std::future::pending::<()>().await;
+        }
+        next.run(ctx, request).await
+    }
+}
+
+#[tokio::test]
+async fn a_hooked_call_that_waits_holds_up_nothing_else_and_cancelling_it_drops_it() {
+    let proxy = Proxy::new(scripted_upstream()).model::<waiter::Model>();
+    let mut client = Client::initialized(proxy).await;
+    client
+        .send(&json!({"jsonrpc": "2.0", "id": "w", "method": "custom/wait", "params": {}}))
+        .await;
+    // The session's loop polls hooked calls beside its other work: a call that waits does not
+    // stop the next ones.
+    for n in 0..5 {
+        let answer = client.request("custom/echo", json!({"n": n})).await;
+        assert_eq!(answer["result"]["echo"]["n"], n, "{answer}");
+    }
+    assert!(!WAIT_DROPPED.load(std::sync::atomic::Ordering::SeqCst));
+    client
+        .send(
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": "w", "reason": "test"}}),
+        )
+        .await;
+    let dropped = async {
+        while !WAIT_DROPPED.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), dropped)
+        .await
+        .expect("the cancelled call's future was dropped");
+    // And the session goes on.
+    let answer = client.request("custom/echo", json!({"n": 9})).await;
+    assert_eq!(answer["result"]["echo"]["n"], 9, "{answer}");
+    assert!(
+        !client
+            .received
+            .iter()
+            .any(|m| m["id"] == "w" && m.get("method").is_none()),
+        "a cancelled request gets no answer: {:?}",
+        client.received
     );
     client.close().await.unwrap();
 }

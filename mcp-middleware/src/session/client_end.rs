@@ -10,9 +10,9 @@
 //!
 //! Each hooked call has an [`Answer`] that the loop and its task share: whoever claims it first
 //! answers the client, so a call that times out in the loop as its task finishes is answered
-//! once. The task that answered tells the loop afterwards
-//! ([`LoopCall::Answered`](crate::context::LoopCall::Answered)) so it forgets the call; until
-//! then the loop treats a claimed call as finished (the client may reuse its id at once).
+//! once. The task that answered leaves its call for the loop to forget when it next runs,
+//! without waking it (`Hooked::forget_answered`); until then the loop treats a claimed call as
+//! finished (the client may reuse its id at once).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};

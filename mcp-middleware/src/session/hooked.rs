@@ -7,25 +7,28 @@
 //! chain's upstream end (`upstream_end`) while the session allows it; otherwise they come back
 //! to the loop as [`LoopCall::Upstream`], which travel like client requests (ids, progress,
 //! restarts, timeouts).
+//! The task's first step (through the chain to its upstream write) runs on the loop's thread,
+//! and it becomes a task of its own only once it waits (`first_step`).
 //! When the task finishes, its answer goes to the client under the client's id: written by the
-//! task itself while the session allows it (`client_end`), else through the loop
-//! ([`LoopCall::Finished`]). Cancelling the
+//! task itself while the session allows it (`client_end`; the loop then forgets the call when
+//! it next runs, [`Hooked::forget_answered`]), else through the loop ([`LoopCall::Finished`]). Cancelling the
 //! client's request cancels the task's token and drops its futures; each upstream request the
 //! task still awaited is then cancelled upstream.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use rmcp::model::{ErrorCode, ErrorData, InitializeRequestParams};
 use serde_json::{Map, Value};
-use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::bridge::ClientEra;
 use super::client_end::{Answer, error_line};
+use super::first_step::{self, CallHandle};
 use super::upstream_state::Held;
 use super::{Pending, Session, UpstreamRequest, UpstreamState};
 use crate::context::{Context, LoopCall, RawOutcome};
@@ -43,9 +46,21 @@ pub(super) struct Hooked {
     calls: IdMap<HookedCall>,
     /// Unhooked requests being timed for observers, by upstream id.
     observing: HashMap<u64, Observing>,
+    /// Calls that answered the client themselves, for the loop to forget when it next runs
+    /// ([`Hooked::forget_answered`]): telling it through its channel woke it, often on the
+    /// other worker, once per call (BENCHMARKS.md, `## firststep`).
+    answered: Arc<Mutex<Vec<u64>>>,
 }
 
 impl Hooked {
+    /// Forgets the calls that answered the client themselves since the last time.
+    pub(super) fn forget_answered(&mut self) {
+        let answered = std::mem::take(&mut *lock(&self.answered));
+        for call in answered {
+            self.calls.remove(call);
+        }
+    }
+
     /// The client's id of hooked request `call`, while it runs.
     pub(super) fn client_id(&self, call: u64) -> Option<&str> {
         self.calls.get(call).map(|call| &*call.client_id)
@@ -57,7 +72,7 @@ impl Hooked {
     }
 
     /// Forgets the hooked request the client knows as `client_id` if its task already answered
-    /// the client (its [`LoopCall::Answered`] may still be on its way): the client may reuse
+    /// the client (the loop may not have forgotten it yet, [`Hooked::forget_answered`]): the client may reuse
     /// the id as soon as it has the answer.
     pub(super) fn settle(&mut self, client_id: &str) {
         if let Some(call) = self.calls.by_peer(client_id)
@@ -167,7 +182,8 @@ struct HookedCall {
     deadline: Option<Instant>,
     ctx: Context,
     cancel: CancellationToken,
-    task: AbortHandle,
+    /// Stops it, whether its first step still waits to be woken or it runs as a task.
+    task: CallHandle,
     /// Answered with an input round and waiting for the client's retry (`hook_rounds`): no
     /// client request is waiting for it, so nothing may be sent under `client_id`.
     suspended: bool,
@@ -218,6 +234,13 @@ pub(super) fn outcome_of(method: &str, outcome: Result<&str, &str>) -> (Outcome,
             Some(dispatch::error_data(error).message.into()),
         ),
     }
+}
+
+fn lock(answered: &Mutex<Vec<u64>>) -> std::sync::MutexGuard<'_, Vec<u64>> {
+    // A poisoned lock only means a task panicked while pushing; the list is still whole.
+    answered
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
@@ -289,7 +312,8 @@ impl Session {
         info.protocol_version = version;
     }
 
-    /// A client request some model handles: run the chain in a task.
+    /// A client request some model handles: run the chain, its first step here and the rest
+    /// in a task once it waits.
     pub(super) fn start_hooked_request(&mut self, id: &str, method: &str, params: Option<&str>) {
         self.note_envelope(params);
         let call = self.hooks.calls.next_id();
@@ -298,12 +322,15 @@ impl Session {
         let chain = self.chain.clone();
         let calls = self.scope.link.calls.clone();
         let client_end = self.client_end.clone();
+        let answered = self.hooks.answered.clone();
         let answer = Answer::default();
         let task_answer = answer.clone();
         let client_id: Box<str> = id.into();
         let task_ctx = ctx.clone();
         let (task_method, task_params) = (method.to_owned(), params.map(str::to_owned));
-        let task = tokio::spawn(async move {
+        // Its first step runs here; it becomes a task once it waits (`first_step`).
+        let runtime = tokio::runtime::Handle::current();
+        let task = first_step::start(&runtime, async move {
             let run = dispatch::client_request(&chain, &task_ctx, task_method.clone(), task_params);
             let outcome = match AssertUnwindSafe(run).catch_unwind().await {
                 Ok(outcome) => outcome,
@@ -325,9 +352,7 @@ impl Session {
             );
             // Straight to the client when the session allows it; through the loop otherwise.
             match client_end.finish(&task_answer, &client_id, outcome) {
-                Ok(()) => {
-                    let _ = calls.send(LoopCall::Answered { call });
-                }
+                Ok(()) => lock(&answered).push(call),
                 Err(outcome) => {
                     let _ = calls.send(LoopCall::Finished { call, outcome });
                 }
@@ -347,7 +372,7 @@ impl Session {
                 deadline: self.options.request_timeout.map(|t| Instant::now() + t),
                 ctx,
                 cancel,
-                task: task.abort_handle(),
+                task,
                 suspended: false,
                 answer,
             },
@@ -614,9 +639,6 @@ impl Session {
                 ));
             }
             LoopCall::Finished { call, outcome } => self.finish_hooked(call, outcome),
-            LoopCall::Answered { call } => {
-                self.hooks.remove(call);
-            }
             LoopCall::Ask {
                 call,
                 ask,
@@ -794,7 +816,10 @@ mod tests {
             deadline: None,
             ctx: Context::new(scope, 1, cancel.clone()),
             cancel,
-            task: tokio::spawn(std::future::pending::<()>()).abort_handle(),
+            task: first_step::start(
+                &tokio::runtime::Handle::current(),
+                std::future::pending::<()>(),
+            ),
             suspended: false,
             answer: Answer::default(),
         }
@@ -811,7 +836,7 @@ mod tests {
         hooked.settle("1");
         assert!(hooked.in_flight("1"), "still running: the id stays taken");
 
-        // The task answered the client itself; its `Answered` is still on the way.
+        // The task answered the client itself; the loop has not forgotten it yet.
         let (queue, _rx) = LineQueue::new(1024);
         let end = ClientEnd::new(queue);
         end.set_open(true);
@@ -821,8 +846,22 @@ mod tests {
         assert!(!hooked.in_flight("1"), "the client may reuse the id");
         assert!(
             hooked.remove(key).is_none(),
-            "the late `Answered` finds nothing"
+            "forgetting it later finds nothing"
         );
+    }
+
+    #[tokio::test]
+    async fn calls_that_answered_themselves_are_forgotten_when_the_loop_next_runs() {
+        let mut hooked = Hooked::default();
+        let first = hooked.calls.allocate(call("1"));
+        let second = hooked.calls.allocate(call("2"));
+        lock(&hooked.answered).extend([first, 99]);
+        hooked.forget_answered();
+        assert!(!hooked.in_flight("1"), "forgotten");
+        assert!(hooked.in_flight("2"), "still running");
+        assert!(lock(&hooked.answered).is_empty(), "each is forgotten once");
+        hooked.forget_answered();
+        assert!(hooked.calls.get(second).is_some());
     }
 
     #[tokio::test]

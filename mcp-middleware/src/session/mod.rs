@@ -42,6 +42,7 @@
 
 mod bridge;
 mod client_end;
+mod first_step;
 mod handshake_memory;
 mod hooked;
 mod lifecycle;
@@ -411,6 +412,7 @@ impl Session {
             if draining.is_some() && !self.requests_in_flight() {
                 break Ended::ClientClosed;
             }
+            self.hooks.forget_answered();
             // Hooks' calls first: a notification a hook let through is relayed before the
             // client's next message.
             while let Ok(call) = calls.try_recv() {
@@ -432,8 +434,10 @@ impl Session {
                 Some(call) = calls.recv() => self.on_loop_call(call),
                 event = inbox.recv(), if draining.is_none() => match event {
                     Some(Event::Client(frame)) => {
-                        // A hook task that answered the client itself told the loop before
-                        // the client could send anything after that answer.
+                        // What hooks asked of the loop comes before the client's next
+                        // message (a call that answered the client itself is forgotten by
+                        // `settle` if the client reuses its id at once).
+                        self.hooks.forget_answered();
                         while let Ok(call) = calls.try_recv() {
                             self.on_loop_call(call);
                         }

@@ -23,10 +23,12 @@
 //! - now the upstream's reader also hands the answer to the task's oneshot itself, and the task
 //!   writes its final answer to the client writer's queue itself (`client_end`): client reader
 //!   -> loop -> hook task -> upstream writer ... upstream reader -> oneshot -> task -> client
-//!   writer (5, of which 2 per `next`; on HTTP the front's request task adds one: 6, from 8).
-//!
-//! The loop is still told afterwards (`LoopCall::Answered`, off the answer's way) so it forgets
-//! the call.
+//!   writer (5, of which 2 per `next`; on HTTP the front's request task adds one: 6, from 8);
+//! - now the task's first step runs on the loop's thread, up to its upstream write
+//!   (`first_step`), and the task is spawned by the reader that wakes it: the same crossings,
+//!   but neither the spawn nor the answer wakes the loop (which forgets the call when it next
+//!   runs, `Hooked::forget_answered`), so on HTTP a hooked echo no longer hands off between
+//!   workers twice (5.3 -> 3.5 context switches per echo, BENCHMARKS.md `## firststep`).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
