@@ -11,9 +11,9 @@
 //! and it becomes a task of its own only once it waits (`first_step`).
 //! When the task finishes, its answer goes to the client under the client's id: written by the
 //! task itself while the session allows it (`client_end`; the loop then forgets the call when
-//! it next runs, [`Hooked::forget_answered`]), else through the loop ([`LoopCall::Finished`]). Cancelling the
-//! client's request cancels the task's token and drops its futures; each upstream request the
-//! task still awaited is then cancelled upstream.
+//! it next runs, [`Hooked::forget_answered`]), else through the loop ([`LoopCall::Finished`]).
+//! Cancelling the client's request cancels the task's token and drops its futures; each
+//! upstream request the task still awaited is then cancelled upstream.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -72,8 +72,8 @@ impl Hooked {
     }
 
     /// Forgets the hooked request the client knows as `client_id` if its task already answered
-    /// the client (the loop may not have forgotten it yet, [`Hooked::forget_answered`]): the client may reuse
-    /// the id as soon as it has the answer.
+    /// the client (before [`Hooked::forget_answered`] does): the client may reuse the id as
+    /// soon as it has the answer.
     pub(super) fn settle(&mut self, client_id: &str) {
         if let Some(call) = self.calls.by_peer(client_id)
             && self.calls.get(call).is_some_and(|c| c.answer.by_task())
