@@ -145,6 +145,8 @@ async fn an_upstream_that_dies_fails_the_hooked_call_and_the_next_call_starts_it
 
 /// Set when `waiter`'s hook future is dropped.
 static WAIT_DROPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Told when `waiter`'s hook future is dropped (it keeps the permit if nobody waits yet).
+static WAIT_DROPPED_NOW: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
 /// Holds `custom/wait` forever (until its future is dropped); lets everything else through,
 /// hooked.
@@ -157,6 +159,7 @@ pub mod waiter {
     impl Drop for OnDrop {
         fn drop(&mut self) {
             super::WAIT_DROPPED.store(true, std::sync::atomic::Ordering::SeqCst);
+            super::WAIT_DROPPED_NOW.notify_one();
         }
     }
 
@@ -193,14 +196,13 @@ async fn a_hooked_call_that_waits_holds_up_nothing_else_and_cancelling_it_drops_
                       "params": {"requestId": "w", "reason": "test"}}),
         )
         .await;
-    let dropped = async {
-        while !WAIT_DROPPED.load(std::sync::atomic::Ordering::SeqCst) {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(10), dropped)
-        .await
-        .expect("the cancelled call's future was dropped");
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        WAIT_DROPPED_NOW.notified(),
+    )
+    .await
+    .expect("the cancelled call's future was dropped");
+    assert!(WAIT_DROPPED.load(std::sync::atomic::Ordering::SeqCst));
     // And the session goes on.
     let answer = client.request("custom/echo", json!({"n": 9})).await;
     assert_eq!(answer["result"]["echo"]["n"], 9, "{answer}");

@@ -23,20 +23,7 @@ use tokio::task::AbortHandle;
 type Step = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Stops a call started by [`start`], wherever it is.
-#[derive(Clone)]
 pub(super) struct CallHandle(Arc<Parked>);
-
-impl std::fmt::Debug for CallHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let state = match &*self.0.lock() {
-            State::Polling { .. } => "polling",
-            State::Parked(_) => "parked",
-            State::Spawned(_) => "spawned",
-            State::Stopped => "stopped",
-        };
-        f.debug_tuple("CallHandle").field(&state).finish()
-    }
-}
 
 impl CallHandle {
     /// Drops the call's future: now if it waits to be woken, else by aborting its task.

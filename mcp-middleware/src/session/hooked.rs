@@ -53,8 +53,13 @@ pub(super) struct Hooked {
 }
 
 impl Hooked {
-    /// Forgets the calls that answered the client themselves since the last time.
+    /// Forgets the calls that answered the client themselves since the last time. Called on
+    /// every turn of the loop: with no call running there is nothing to forget (one `settle`
+    /// already removed stays listed until then, harmlessly), and the lock is not taken.
     pub(super) fn forget_answered(&mut self) {
+        if self.calls.is_empty() {
+            return;
+        }
         let answered = std::mem::take(&mut *lock(&self.answered));
         for call in answered {
             self.calls.remove(call);

@@ -435,9 +435,8 @@ impl Session {
                 event = inbox.recv(), if draining.is_none() => match event {
                     Some(Event::Client(frame)) => {
                         // What hooks asked of the loop comes before the client's next
-                        // message (a call that answered the client itself is forgotten by
-                        // `settle` if the client reuses its id at once).
-                        self.hooks.forget_answered();
+                        // message (a call that answered the client itself and whose id the
+                        // client reuses at once is forgotten by `settle`).
                         while let Ok(call) = calls.try_recv() {
                             self.on_loop_call(call);
                         }
