@@ -20,8 +20,8 @@ use super::authn::Validity;
 pub(crate) struct Delivery {
     /// The SSE event id; `None` on streams that are not resumable (2026-07-28 requests).
     pub(crate) id: Option<Arc<str>>,
-    /// The JSON-RPC message.
-    pub(crate) line: Arc<str>,
+    /// The JSON-RPC message (or, cut through, a piece of it).
+    pub(crate) line: DeliveryText,
     /// Whether this is the response that completes the stream's request.
     pub(crate) last: bool,
     /// Whether `line` is a whole message or a piece of one cut through.
@@ -29,6 +29,55 @@ pub(crate) struct Delivery {
     /// Counts the message toward what waits for the client until the stream has taken it
     /// (or is dropped), so a client that does not read holds the session's upstream back.
     pub(crate) _held: Option<Ticket>,
+}
+
+/// A delivery's text: a whole message shared with the event store, or a piece of a message cut
+/// through, which the stream takes as it is (the event store keeps its own copy of the whole).
+#[derive(Debug, Clone)]
+pub(crate) enum DeliveryText {
+    /// Shared: the event store keeps the same text.
+    Shared(Arc<str>),
+    /// The stream's own: handed to the connection without a copy.
+    Owned(String),
+}
+
+impl DeliveryText {
+    /// The text as a chunk of its own, without copying it.
+    fn into_chunk(self) -> Bytes {
+        match self {
+            DeliveryText::Shared(text) => Bytes::from_owner(Shared(text)),
+            DeliveryText::Owned(text) => Bytes::from(text),
+        }
+    }
+}
+
+impl std::ops::Deref for DeliveryText {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        match self {
+            DeliveryText::Shared(text) => text,
+            DeliveryText::Owned(text) => text,
+        }
+    }
+}
+
+impl From<Arc<str>> for DeliveryText {
+    fn from(text: Arc<str>) -> Self {
+        DeliveryText::Shared(text)
+    }
+}
+
+impl From<&str> for DeliveryText {
+    fn from(text: &str) -> Self {
+        DeliveryText::Shared(text.into())
+    }
+}
+
+impl From<String> for DeliveryText {
+    fn from(text: String) -> Self {
+        DeliveryText::Owned(text)
+    }
 }
 
 /// How a [`Delivery`]'s `line` is framed as SSE: a whole message is one event; a message cut
@@ -76,6 +125,8 @@ pub(crate) struct SseBody {
     queued: VecDeque<Bytes>,
     deliveries: mpsc::UnboundedReceiver<Delivery>,
     keep_alive: Option<Interval>,
+    /// Whether a message cut through has been opened and not yet closed.
+    event_open: bool,
     ended: bool,
     /// The credential the stream was opened with: once it lapses the stream ends.
     validity: Option<Validity>,
@@ -101,6 +152,7 @@ impl SseBody {
             queued: VecDeque::new(),
             deliveries,
             keep_alive,
+            event_open: false,
             ended: false,
             validity: None,
             _on_drop: on_drop,
@@ -141,6 +193,17 @@ impl SseBody {
 
 /// The largest chunk gathered from queued deliveries before it is handed to the connection.
 const GATHER: usize = 64 * 1024;
+
+/// The smallest piece of a message cut through that goes to the connection as a chunk of its
+/// own instead of a copy in a gathered one (a 1.25 MB answer from an HTTP upstream comes in
+/// pieces of up to 256 KiB).
+const PIECE_ALONE: usize = 16 * 1024;
+
+/// Whether `text` can go out as it is: SSE reads a line break in it as the end of a `data:`
+/// line, so a piece or message with one is framed by copying.
+fn has_no_line_break(text: &str) -> bool {
+    memchr::memchr2(b'\r', b'\n', text.as_bytes()).is_none()
+}
 
 /// A message handed to the connection as it is (its own chunk), not copied into an event.
 struct Shared(Arc<str>);
@@ -215,10 +278,20 @@ impl SseBody {
             }
             return Poll::Ready(Some(Bytes::from(out)));
         }
+        // A piece that goes as it is, with nothing gathered before it.
+        if let Some(next) = self.queued.pop_front() {
+            if let Some(keep_alive) = &mut self.keep_alive {
+                keep_alive.reset();
+            }
+            return Poll::Ready(Some(next));
+        }
         if self.ended {
             return Poll::Ready(None);
         }
-        if let Some(keep_alive) = &mut self.keep_alive
+        // No comment inside an event being cut through: it would end the event's `data:` line
+        // mid-message. The next piece (or the event's end) wakes the stream instead.
+        if !self.event_open
+            && let Some(keep_alive) = &mut self.keep_alive
             && keep_alive.poll_tick(cx).is_ready()
         {
             if self.lapsed() {
@@ -233,9 +306,15 @@ impl SseBody {
     /// message is in, or a large message follows as chunks of its own).
     fn frame(&mut self, delivery: Delivery, out: &mut Vec<u8>) -> bool {
         if delivery.framing != Framing::Event {
+            self.event_open = delivery.framing != Framing::Close;
             if delivery.framing == Framing::Open {
                 write_event_id(out, delivery.id.as_deref());
                 out.extend_from_slice(b"data: ");
+            }
+            // A large piece goes as it is, after what was gathered before it.
+            if delivery.line.len() >= PIECE_ALONE && has_no_line_break(&delivery.line) {
+                self.queued.push_back(delivery.line.into_chunk());
+                return true;
             }
             write_data_piece(out, &delivery.line);
             if delivery.framing == Framing::Close {
@@ -249,13 +328,10 @@ impl SseBody {
         }
         // A large message on one line (JSON's usual form) goes out as its own chunk, shared
         // with the event store, instead of a copy of a megabyte.
-        if delivery.line.len() >= GATHER
-            && memchr::memchr2(b'\r', b'\n', delivery.line.as_bytes()).is_none()
-        {
+        if delivery.line.len() >= GATHER && has_no_line_break(&delivery.line) {
             write_event_id(out, delivery.id.as_deref());
             out.extend_from_slice(b"data: ");
-            self.queued
-                .push_back(Bytes::from_owner(Shared(delivery.line.clone())));
+            self.queued.push_back(delivery.line.into_chunk());
             self.queued.push_back(Bytes::from_static(b"\n\n"));
             self.ended = delivery.last;
             return true;
@@ -425,7 +501,7 @@ mod tests {
         let send = |line: &Arc<str>, id: &str, last| {
             tx.send(Delivery {
                 id: Some(id.into()),
-                line: line.clone(),
+                line: line.clone().into(),
                 last,
                 framing: Framing::Event,
                 _held: None,
@@ -497,5 +573,122 @@ mod tests {
             String::from_utf8(got).unwrap(),
             String::from_utf8(expected).unwrap()
         );
+    }
+
+    /// Large pieces of a message cut through go to the connection as they are (the very
+    /// buffers, not copies), between the gathered framing, and the stream still reads as the
+    /// whole message framed at once.
+    #[test]
+    fn large_pieces_go_out_without_a_copy() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let head = format!(
+            "{{\"id\":1,\"result\":{{\"x\":\"{}",
+            "h".repeat(PIECE_ALONE)
+        );
+        let middle = "m".repeat(2 * PIECE_ALONE);
+        let pieces = [
+            (head.clone(), Framing::Open),
+            ("\",\"a\":\r1,\"y\":\"".to_owned(), Framing::More),
+            (middle.clone(), Framing::More),
+            ("\"}}".to_owned(), Framing::More),
+        ];
+        let mut addresses = Vec::new();
+        for (text, framing) in pieces {
+            addresses.push((text.as_ptr() as usize, text.len()));
+            tx.send(Delivery {
+                id: (framing == Framing::Open).then(|| "3-1".into()),
+                line: text.into(),
+                last: false,
+                framing,
+                _held: None,
+            })
+            .unwrap();
+        }
+        tx.send(Delivery {
+            id: None,
+            line: "".into(),
+            last: true,
+            framing: Framing::Close,
+            _held: None,
+        })
+        .unwrap();
+        let mut body = SseBody::new(None, rx, Duration::ZERO, None);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut got = Vec::new();
+        let mut chunks = Vec::new();
+        while let Poll::Ready(Some(chunk)) = body.poll_chunk(&mut cx) {
+            got.extend_from_slice(&chunk);
+            chunks.push((chunk.as_ptr() as usize, chunk.len()));
+        }
+        assert!(body.done());
+        for large in [0, 2] {
+            assert!(
+                chunks.contains(&addresses[large]),
+                "piece {large} went out as its own buffer"
+            );
+        }
+        assert!(
+            !chunks.contains(&addresses[1]),
+            "a small piece (with a line break) is framed in a gathered chunk"
+        );
+        let mut expected = Vec::new();
+        let whole = format!("{head}\",\"a\":\r1,\"y\":\"{middle}\"}}}}");
+        write_event(&mut expected, Some("3-1"), &whole);
+        assert_eq!(got, expected);
+    }
+
+    /// A stream quiet for longer than its keep-alive interval while a message cut through is
+    /// open (its upstream paused mid-answer) writes no comment into the message; once the
+    /// message ends, keep-alives resume.
+    #[tokio::test(start_paused = true)]
+    async fn no_keep_alive_is_written_inside_a_message_cut_through() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let send = |line: &str, framing, last| {
+            tx.send(Delivery {
+                id: (framing == Framing::Open).then(|| "6-1".into()),
+                line: line.into(),
+                last,
+                framing,
+                _held: None,
+            })
+            .unwrap();
+        };
+        let mut body = SseBody::new(None, rx, Duration::from_secs(1), None);
+        let poll = |body: &mut SseBody| {
+            let mut cx = Context::from_waker(std::task::Waker::noop());
+            match body.poll_chunk(&mut cx) {
+                Poll::Ready(Some(chunk)) => Some(chunk),
+                Poll::Ready(None) => panic!("the stream is not over"),
+                Poll::Pending => None,
+            }
+        };
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(
+            poll(&mut body).as_deref(),
+            Some(&b":\n\n"[..]),
+            "quiet: a keep-alive"
+        );
+        send(r#"{"id":1,"result":{"#, Framing::Open, false);
+        let mut got = poll(&mut body).unwrap().to_vec();
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert_eq!(poll(&mut body), None, "no comment inside the message");
+        send("\"a\":1}}", Framing::More, false);
+        send("", Framing::Close, false);
+        while let Some(chunk) = poll(&mut body) {
+            got.extend_from_slice(&chunk);
+        }
+        let mut expected = Vec::new();
+        write_event(&mut expected, Some("6-1"), r#"{"id":1,"result":{"a":1}}"#);
+        assert_eq!(
+            String::from_utf8(got).unwrap(),
+            String::from_utf8(expected).unwrap()
+        );
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(
+            poll(&mut body).as_deref(),
+            Some(&b":\n\n"[..]),
+            "after it: keep-alives again"
+        );
+        drop(tx);
     }
 }

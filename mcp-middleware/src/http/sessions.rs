@@ -1019,7 +1019,7 @@ async fn route_cut_through(
         Streaming::Open(mut streamed) => {
             let after = loop {
                 match tail.recv().await {
-                    Some(TailPiece::Part(text)) => streamed.piece(&text),
+                    Some(TailPiece::Part(text)) => streamed.piece(text),
                     Some(TailPiece::End) => break None,
                     Some(TailPiece::Abort(error)) => break Some(error),
                     None => break Some(cut_short()),

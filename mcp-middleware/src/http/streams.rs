@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
-use super::body::{Delivery, Framing, OnDrop};
+use super::body::{Delivery, DeliveryText, Framing, OnDrop};
 use super::event_store::{EventStore, Kept, StreamId};
 use super::reject::{Reject, SERVER_ERROR};
 use crate::jsonrpc::{self, Message, range_in, splice};
@@ -176,17 +176,25 @@ pub(crate) struct Streamed {
 
 impl Streamed {
     /// Sends the next piece of the message to the stream's connection (if it is still there).
-    pub(crate) fn piece(&mut self, text: &str) {
+    /// The piece itself goes to the connection (no copy); the whole keeps a copy of it.
+    pub(crate) fn piece(&mut self, text: String) {
+        self.whole.push_str(&text);
         self.send(None, text, Framing::More, false);
-        self.whole.push_str(text);
     }
 
-    fn send(&mut self, id: Option<Arc<str>>, text: &str, framing: Framing, last: bool) {
+    fn send(
+        &mut self,
+        id: Option<Arc<str>>,
+        text: impl Into<DeliveryText>,
+        framing: Framing,
+        last: bool,
+    ) {
         let Some(sink) = &self.sink else { return };
+        let line = text.into();
         let delivery = Delivery {
             id,
-            _held: Some(self.backlog.ticket(text.len())),
-            line: text.into(),
+            _held: Some(self.backlog.ticket(line.len())),
+            line,
             last,
             framing,
         };
@@ -477,7 +485,7 @@ impl Streams {
                 last: finished && self.is_response_of(stream, &line),
                 framing: Framing::Event,
                 _held: Some(self.backlog.ticket(line.len())),
-                line,
+                line: line.into(),
             });
             last_sent = seq;
         }
@@ -655,7 +663,7 @@ impl Streams {
                 let _ = sink.tx.send(Delivery {
                     id: Some(event.into()),
                     _held: Some(self.backlog.ticket(whole.len())),
-                    line: whole,
+                    line: whole.into(),
                     last: after.is_none(),
                     framing: Framing::Event,
                 });
@@ -886,7 +894,7 @@ impl Streams {
                 delivery: Delivery {
                     id,
                     _held: Some(self.backlog.ticket(line.len())),
-                    line,
+                    line: line.into(),
                     last,
                     framing: Framing::Event,
                 },
@@ -903,7 +911,7 @@ impl Streams {
                 .tx
                 .send(Delivery {
                     id,
-                    line,
+                    line: line.into(),
                     last,
                     framing: Framing::Event,
                     _held: held,

@@ -95,11 +95,15 @@ impl CutThrough {
     }
 
     /// Claims the line whose first bytes are `head`, when it is a result for an allowed
-    /// request and the table is open.
+    /// request and the table is open. Only the first [`CUT_AT`] bytes are read, and the result
+    /// must run past them. What follows is not read before it goes out, wherever the head
+    /// ends: an HTTP upstream's reader may hold several times `CUT_AT` by now, and reading all
+    /// of it (UTF-8, then JSON) was about 6% of the proxy's CPU per 1.25 MB answer.
     pub(crate) fn claim(&self, head: &[u8]) -> Option<Claimed> {
         if !self.open.load(Ordering::Acquire) {
             return None;
         }
+        let head = &head[..head.len().min(CUT_AT)];
         let text = match std::str::from_utf8(head) {
             Ok(text) => text,
             // Cut inside a character: what comes before it is text.
@@ -144,21 +148,24 @@ impl Utf8Pieces {
     /// The text of `bytes` (with what was carried before it) up to a character cut at its end,
     /// or `Err` with where the first invalid byte is (counted from what was carried).
     pub(crate) fn text(&mut self, bytes: Vec<u8>) -> Result<String, usize> {
-        let mut bytes = if self.carry.is_empty() {
+        let bytes = if self.carry.is_empty() {
             bytes
         } else {
             let mut joined = std::mem::take(&mut self.carry);
             joined.extend_from_slice(&bytes);
             joined
         };
-        match std::str::from_utf8(&bytes) {
-            Ok(_) => {}
-            Err(err) if err.error_len().is_none() => {
-                self.carry = bytes.split_off(err.valid_up_to());
+        // Checked once; a piece that ends inside a character (rare) is checked again up to it.
+        match String::from_utf8(bytes) {
+            Ok(text) => Ok(text),
+            Err(err) if err.utf8_error().error_len().is_none() => {
+                let valid = err.utf8_error().valid_up_to();
+                let mut bytes = err.into_bytes();
+                self.carry = bytes.split_off(valid);
+                String::from_utf8(bytes).map_err(|err| err.utf8_error().valid_up_to())
             }
-            Err(err) => return Err(err.valid_up_to()),
+            Err(err) => Err(err.utf8_error().valid_up_to()),
         }
-        String::from_utf8(bytes).map_err(|err| err.utf8_error().valid_up_to())
     }
 
     /// Whether a character was left cut at the end of the line.
@@ -203,6 +210,25 @@ mod tests {
         assert!(table.claim(br#"{"id":9,"result":{"#).is_some());
         table.forget(8);
         assert_eq!(table.len(), 0);
+    }
+
+    /// A reader may have far more than `CUT_AT` in hand when it claims: only the first
+    /// `CUT_AT` bytes are read, so a result that runs past them is claimed wherever it ends.
+    #[test]
+    fn only_the_first_cut_at_bytes_of_a_head_are_read() {
+        let table = CutThrough::default();
+        table.allow(7, "\"c\"".into());
+        table.allow(8, "\"d\"".into());
+        let filler = "x".repeat(CUT_AT);
+        let ends_later =
+            format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"t":"{filler}"}},"more":1"#);
+        let claimed = table.claim(ends_later.as_bytes()).unwrap();
+        assert_eq!((claimed.uid, &ends_later[claimed.id]), (7, "7"));
+        let ends_early = format!(r#"{{"jsonrpc":"2.0","id":8,"result":{{}},"t":"{filler}"#);
+        assert!(
+            table.claim(ends_early.as_bytes()).is_none(),
+            "a result that ends within the first CUT_AT bytes is read whole"
+        );
     }
 
     #[test]
