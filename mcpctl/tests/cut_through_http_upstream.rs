@@ -1,7 +1,8 @@
-//! Cut-through from an HTTP upstream (issue 13): a large JSON answer of a streamable HTTP
-//! server reaches the client, over HTTP (`mcpctl serve --url`) and over stdio (`mcpctl proxy
-//! --url`), while the server is still sending its body; a body that breaks off or passes the
-//! limit half-way ends in an error for its request, not a hang.
+//! Cut-through from an HTTP upstream (issue 13): a large answer of a streamable HTTP server, as
+//! a JSON body or as an SSE event (what the SDKs' servers send), reaches the client, over HTTP
+//! (`mcpctl serve --url`) and over stdio (`mcpctl proxy --url`), while the server is still
+//! sending it; one that breaks off or passes the limit half-way ends in an error for its
+//! request, not a hang.
 //!
 //! The upstream is an HTTP/1.1 server in this test (a thread per connection) whose
 //! `big_paused` sends the first half of a 4 MB answer's body and then waits for the test to
@@ -118,7 +119,9 @@ fn serve(stream: TcpStream, opened: &Mutex<Receiver<()>>) -> std::io::Result<()>
 /// A 4 MB answer, pretty-printed in places (line breaks between tokens) as servers do. Its
 /// first half is sent, then (`whole`, `short`) the gate is waited for; `whole` sends the rest,
 /// `short` closes the connection instead; `chunked` sends it all in 64 KiB chunks without a
-/// declared length. The connection is not used again.
+/// declared length. `sse` and `sse_short` are `whole` and `short` as an SSE stream: a priming
+/// event, then the answer as one event of several `data:` lines (one per line of the text)
+/// with its `id:` after them, as rmcp's server writes it. The connection is not used again.
 fn big_paused(
     mut out: TcpStream,
     id: &str,
@@ -129,7 +132,29 @@ fn big_paused(
         "{{\"jsonrpc\": \"2.0\",\r\n \"id\": {id},\n \"result\": {{\"text\": \"{}\"}},\n \"x-extra\": {{\"kept\": true}}}}\n",
         "x".repeat(SIZE)
     );
+    let body = if mode.starts_with("sse") {
+        let data: String = body.lines().map(|line| format!("data:{line}\n")).collect();
+        format!("id: 0\nretry: 100\ndata:\n\n{data}id: 1\n\n")
+    } else {
+        body
+    };
     let (first, rest) = body.as_bytes().split_at(body.len() / 2);
+    if mode.starts_with("sse") {
+        out.write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+        )?;
+        write!(out, "{:x}\r\n", first.len())?;
+        out.write_all(first)?;
+        out.write_all(b"\r\n")?;
+        out.flush()?;
+        wait_for_gate(opened)?;
+        if mode == "sse_short" {
+            return out.shutdown(std::net::Shutdown::Both);
+        }
+        write!(out, "{:x}\r\n", rest.len())?;
+        out.write_all(rest)?;
+        return out.write_all(b"\r\n0\r\n\r\n");
+    }
     if mode == "chunked" {
         out.write_all(
             b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n",
@@ -148,13 +173,18 @@ fn big_paused(
     )?;
     out.write_all(first)?;
     out.flush()?;
-    let gate = opened.lock().map_err(|_| std::io::Error::other("gate"))?;
-    gate.recv_timeout(WAIT)
-        .map_err(|_| std::io::Error::other("the gate was never opened"))?;
+    wait_for_gate(opened)?;
     if mode == "short" {
         return out.shutdown(std::net::Shutdown::Both);
     }
     out.write_all(rest)
+}
+
+/// Waits (with a bound) until the test opens the gate.
+fn wait_for_gate(opened: &Mutex<Receiver<()>>) -> std::io::Result<()> {
+    let gate = opened.lock().map_err(|_| std::io::Error::other("gate"))?;
+    gate.recv_timeout(WAIT)
+        .map_err(|_| std::io::Error::other("the gate was never opened"))
 }
 
 /// `mcpctl ARGS`, killed with its process group when dropped.
@@ -200,12 +230,33 @@ impl Drop for Mcpctl {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_answer_reaches_the_http_client_while_the_http_upstream_is_still_sending_it() {
+    large_answer_over_http(
+        "whole",
+        r#"{"jsonrpc": "2.0",   "id": "big-1",  "result": {"text": "xxx"#,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_sse_answer_reaches_the_http_client_while_the_http_upstream_is_still_sending_it() {
+    // The data lines are joined with a space (a line feed in the spec; whitespace in JSON),
+    // each without the one space after its `data:`.
+    large_answer_over_http(
+        "sse",
+        r#"{"jsonrpc": "2.0", "id": "big-1", "result": {"text": "xxx"#,
+    )
+    .await;
+}
+
+/// A 4 MB answer sent in `mode`: its first megabyte reaches an HTTP client, starting with
+/// `head`, before the upstream sends its second half; then all of it, unchanged.
+async fn large_answer_over_http(mode: &str, head: &str) {
     let upstream = Upstream::start();
     let (_served, addr) = Mcpctl::serve(&upstream.url, &[]);
     let mut conn = Conn::connect(addr).await;
     let session = start_session(&mut conn, "cut-through-http-upstream").await;
     {
-        let big = request("big-1", "big_paused", json!({"mode": "whole"}));
+        let big = request("big-1", "big_paused", json!({"mode": mode}));
         let mut reply = conn.post(Some(&session), &big).await.expect("POST");
         assert_eq!(reply.status, 200);
         let held = reply
@@ -219,7 +270,7 @@ async fn a_large_answer_reaches_the_http_client_while_the_http_upstream_is_still
             .find_map(|line| line.strip_prefix("data: "))
             .unwrap_or_default();
         assert!(
-            data.starts_with(r#"{"jsonrpc": "2.0",   "id": "big-1",  "result": {"text": "xxx"#),
+            data.starts_with(head),
             "the head goes out with the client's id, line breaks as spaces: {data:.120}"
         );
         upstream.open_gate();
@@ -392,9 +443,24 @@ fn a_large_answer_reaches_the_stdio_client_while_the_http_upstream_is_still_send
 
 #[test]
 fn an_http_upstream_answer_cut_short_mid_way_fails_its_request_over_stdio() {
+    answer_cut_short_over_stdio("short", "failed `big_paused`: the answer broke off");
+}
+
+#[test]
+fn an_sse_answer_cut_short_mid_way_fails_its_request_over_stdio_and_is_not_resumed() {
+    // The stream gave event ids, so it could be resumed: not this answer, whose first part
+    // is with the client already.
+    answer_cut_short_over_stdio("sse_short", "failed `big_paused`: the event stream broke");
+}
+
+/// A 4 MB answer whose upstream closes the connection half-way (`mode`): what went out is
+/// ended, the request gets an error saying `why`, and the session still answers.
+fn answer_cut_short_over_stdio(mode: &str, why: &str) {
     let upstream = Upstream::start();
     let mut client = StdioClient::start(&upstream.url);
-    client.send(&json!({"jsonrpc": "2.0", "id": "big-3", "method": "big_paused", "params": {"mode": "short"}}));
+    client.send(
+        &json!({"jsonrpc": "2.0", "id": "big-3", "method": "big_paused", "params": {"mode": mode}}),
+    );
     client.read_until("the first megabyte of the answer", |held| {
         mid_line(held, 1 << 20)
     });
@@ -404,10 +470,7 @@ fn an_http_upstream_answer_cut_short_mid_way_fails_its_request_over_stdio() {
     assert!(serde_json::from_str::<Value>(&cut).is_err());
     let failed = client.answer(&json!("big-3"));
     let message = failed["error"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("failed `big_paused`: the answer broke off"),
-        "{failed}"
-    );
+    assert!(message.contains(why), "{failed}");
     let echo = client.request(json!(4), "custom/echo", json!({"still": "here"}));
     assert_eq!(echo["result"]["echo"]["still"], "here");
 }

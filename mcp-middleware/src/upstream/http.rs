@@ -15,13 +15,14 @@
 //!   again: the client never sees it;
 //! - a server that cannot be reached, or answers a request with an HTTP error, gives that
 //!   request a JSON-RPC error (`-32001`) naming the server and what happened;
-//! - SSE is read by [`sse`](super::sse) (the WHATWG rules, on `sse-stream`). A request's
-//!   stream that ends or breaks before its answer is resumed: after the server's `retry:` delay
-//!   (1 s when it gave none, at most 30 s) a `GET` with `Last-Event-ID` (the last `id:` it sent)
-//!   picks it up, as the streamable HTTP transport has clients do; up to [`MAX_RESUMES`] tries
-//!   in a row that bring nothing. A stream without event ids cannot be resumed: the request
-//!   gets the `-32001` error. The `GET` stream is reconnected the same way whenever it ends,
-//!   until the server refuses it or the session ends;
+//! - SSE is read by [`sse`](super::sse) (the WHATWG rules). A request's stream that ends or
+//!   breaks before its answer is resumed: after the server's `retry:` delay (1 s when it gave
+//!   none, at most 30 s) a `GET` with `Last-Event-ID` (the last `id:` it sent) picks it up, as
+//!   the streamable HTTP transport has clients do; up to [`MAX_RESUMES`] tries in a row that
+//!   bring nothing. A stream without event ids cannot be resumed: the request gets the `-32001`
+//!   error, as does an answer that breaks off after its first part was cut through to the
+//!   client. The `GET` stream is reconnected the same way whenever it ends, until the server
+//!   refuses it or the session ends;
 //! - a 2026-07-28 request (no session, the per-request envelope) is cancelled by closing its
 //!   response stream, as that transport has a client do: the session's `notifications/cancelled`
 //!   for it is not posted (such a server drops it) but drops the request's `POST`
@@ -356,8 +357,8 @@ struct Client {
     caller: Option<Caller>,
     max_line: usize,
     up: Up,
-    /// The requests whose large JSON answers may be cut through to the client
-    /// (`http_body.rs`); `None` under a small limit.
+    /// The requests whose large answers may be cut through to the client (`http_body.rs` for
+    /// a JSON body, `sse.rs` for an SSE event); `None` under a small limit.
     cut: Option<Arc<CutThrough>>,
     /// Where a cut-through answer's head goes (what `up` sends to, as events).
     events: super::ReaderOut,
@@ -541,28 +542,23 @@ impl Client {
 
     /// Sends each message of an answer (a JSON body or an SSE stream) up to the session. An
     /// SSE stream that ends before the answer to the request `asked` (id, method) is resumed;
-    /// a large JSON answer the session allows is cut through while it arrives.
+    /// a large answer the session allows is cut through while it arrives.
     async fn relay(
         &self,
         headers: &hyper::HeaderMap,
         body: hyper::body::Incoming,
         asked: Option<(&str, &str)>,
     ) -> Result<(), String> {
-        let request_id = asked.map(|(id, _)| id);
+        let to = self.cut_to(asked);
         if is_event_stream(headers) {
-            return self.relay_stream(body, request_id).await;
+            return self
+                .relay_stream(body, asked.map(|(id, _)| id), to.as_ref())
+                .await;
         }
         let reader = BodyReader::new(body, content_length(headers), self.max_line)
             .map_err(|err| err.to_string())?;
-        let bytes = match (&self.cut, asked) {
-            (Some(table), Some((_, method))) => {
-                let to = CutTo {
-                    table,
-                    events: &self.events,
-                    generation: self.generation,
-                    name: &self.name,
-                    method,
-                };
+        let bytes = match to {
+            Some(to) => {
                 match read_or_cut(reader, to).await {
                     Ok(Some(bytes)) => bytes,
                     // Cut through: it went up as it came, ending in its own error if it broke.
@@ -570,7 +566,7 @@ impl Client {
                     Err(err) => return Err(err.to_string()),
                 }
             }
-            _ => reader.read_all().await.map_err(|err| err.to_string())?,
+            None => reader.read_all().await.map_err(|err| err.to_string())?,
         };
         for message in json_messages(bytes)? {
             self.note(&message).await;
@@ -579,24 +575,44 @@ impl Client {
         Ok(())
     }
 
+    /// Where the answer to the request `asked` (id, method) may be cut through: nowhere for a
+    /// message that is not a request, or when this connection cuts nothing through.
+    fn cut_to<'a>(&'a self, asked: Option<(&str, &'a str)>) -> Option<CutTo<'a>> {
+        let (table, (_, method)) = self.cut.as_deref().zip(asked)?;
+        Some(CutTo {
+            table,
+            events: &self.events,
+            generation: self.generation,
+            name: &self.name,
+            method,
+        })
+    }
+
     /// Relays a request's SSE stream until it has carried the answer and ended, resuming it
-    /// (`GET` with `Last-Event-ID`) when it ends or breaks before the answer.
+    /// (`GET` with `Last-Event-ID`) when it ends or breaks before the answer. An answer cut
+    /// through (`to`) that breaks off is not resumed: its first part is with the client, and
+    /// its request got an error.
     async fn relay_stream(
         &self,
         body: hyper::body::Incoming,
         request_id: Option<&str>,
+        to: Option<&CutTo<'_>>,
     ) -> Result<(), String> {
         let wanted = request_id.and_then(|id| serde_json::from_str::<serde_json::Value>(id).ok());
+        let wanted_uid = wanted.as_ref().and_then(serde_json::Value::as_u64);
         let mut events = SseReader::new(body, self.max_line);
         let mut cursor = Cursor::default();
         let mut answered = wanted.is_none();
         let mut fruitless = 0;
         loop {
             let broke = loop {
-                match events.next().await {
+                match events.next_cut(to).await {
                     Ok(Some(event)) => {
                         cursor.note(&event);
                         fruitless = 0;
+                        if event.cut.is_some() {
+                            answered = answered || event.cut == wanted_uid;
+                        }
                         if let Some(data) = event.data {
                             answered = answered || answers(&data, wanted.as_ref());
                             self.note(&data).await;

@@ -10,12 +10,10 @@ use std::task::Poll;
 
 use http_body_util::BodyExt;
 use hyper::body::{Body, Bytes};
-use tokio::sync::mpsc;
 
-use super::{AnswerTail, ReaderOut, UpstreamEvent};
-use crate::transport::cut_through::{
-    CUT_AT, Claimed, CutThrough, TAIL_PIECES, TailPiece, Utf8Pieces,
-};
+use super::cut_stream::CutStream;
+pub(crate) use super::cut_stream::CutTo;
+use crate::transport::cut_through::{CUT_AT, Claimed};
 
 /// The most one piece of a tail gathers from frames that have already arrived: about what the
 /// stdio reader hands over per read.
@@ -184,11 +182,6 @@ where
         Ok(Some(piece))
     }
 
-    /// How much of the body has been read.
-    pub(crate) fn read(&self) -> usize {
-        self.read
-    }
-
     /// Counts `len` more bytes read: an error once the body is past the limit.
     fn count(&mut self, len: usize) -> Result<(), BodyError> {
         self.read = self.read.saturating_add(len);
@@ -215,20 +208,6 @@ where
     }
     buf.truncate(most);
     buf
-}
-
-/// Where a large answer may be cut through, and who it is reported to.
-pub(crate) struct CutTo<'a> {
-    /// The requests the session allows to be cut through.
-    pub(crate) table: &'a CutThrough,
-    /// Where the head and any error go.
-    pub(crate) events: &'a ReaderOut,
-    /// Which start of the server this is.
-    pub(crate) generation: u64,
-    /// The server, for messages.
-    pub(crate) name: &'a str,
-    /// The method of the request the body answers, for messages.
-    pub(crate) method: &'a str,
 }
 
 /// A JSON body read whole (`Some`), or cut through to the session as it arrived (`None`:
@@ -270,116 +249,28 @@ where
     Ok(None)
 }
 
-/// Forwards a claimed answer while it arrives, as `stdio.rs::cut_through` does with a line:
-/// its head (with the client's id) to the session, its rest piece by piece through a bounded
-/// channel to the client's writer. What cannot be completed (over the limit, not UTF-8, the
-/// body breaking off) is ended where it is, followed by an error for the request; an answer
-/// the session no longer wants is read to its end (within the limit) and dropped.
-async fn stream<B>(mut reader: BodyReader<B>, head: Vec<u8>, claimed: Claimed, to: &CutTo<'_>)
+/// Forwards a claimed answer while it arrives, as `stdio.rs::cut_through` does with a line
+/// ([`CutStream`]). An answer the session no longer wants is read to its end (within the limit)
+/// and dropped.
+async fn stream<B>(mut reader: BodyReader<B>, mut head: Vec<u8>, claimed: Claimed, to: &CutTo<'_>)
 where
     B: Body<Data = Bytes> + Unpin,
     B::Error: fmt::Display,
 {
-    let name = to.name;
-    let mut spliced = claimed.splice_head(&head);
+    line_breaks_to_spaces(&mut head);
+    let mut cut = CutStream::start(to, claimed, &head).await;
     drop(head);
-    let Claimed { uid, client_id, .. } = claimed;
-    let mut utf8 = Utf8Pieces::default();
-    line_breaks_to_spaces(&mut spliced);
-    let fail = |code: i64, why: String| crate::jsonrpc::error(Some(&client_id), code, &why);
-    let not_utf8 = || {
-        fail(
-            crate::jsonrpc::INTERNAL_ERROR,
-            format!("upstream `{name}` answered with a message that is not UTF-8"),
-        )
-    };
-    let (tx, tail) = mpsc::channel(TAIL_PIECES);
-    let mut sink = Some(tx);
-    match utf8.text(spliced) {
-        Ok(head) => {
-            tracing::debug!(server = %name, uid, "cutting a large answer through");
-            let event = UpstreamEvent::Streamed {
-                generation: to.generation,
-                uid,
-                head,
-                tail: AnswerTail(tail),
-            };
-            if !to.events.send(event).await {
-                return;
-            }
-        }
-        Err(at) => {
-            tracing::warn!(server = %name, at, "upstream answered with a body that is not UTF-8; dropped it");
-            sink = None;
-            let line = not_utf8();
-            let event = UpstreamEvent::Line {
-                generation: to.generation,
-                line,
-            };
-            if !to.events.send(event).await {
-                return;
-            }
-        }
-    }
-    // Sends one piece; a tail nobody reads any more (the session dropped the answer) is let go
-    // and the body read to its end.
-    async fn give(sink: &mut Option<mpsc::Sender<TailPiece>>, piece: TailPiece) {
-        if let Some(tx) = sink.as_ref()
-            && tx.send(piece).await.is_err()
-        {
-            *sink = None;
-        }
-    }
     loop {
         match reader.next_piece().await {
-            // The answer is dropped: its rest is only read past.
-            Ok(Some(_)) if sink.is_none() => {}
-            Ok(None) if sink.is_none() => return,
             Ok(Some(mut bytes)) => {
-                line_breaks_to_spaces(&mut bytes);
-                match utf8.text(bytes) {
-                    Ok(text) => give(&mut sink, TailPiece::Part(text)).await,
-                    Err(at) => {
-                        tracing::warn!(server = %name, at, "upstream answered with a body that is not UTF-8; cut it short");
-                        give(&mut sink, TailPiece::Abort(not_utf8())).await;
-                        sink = None;
-                    }
+                if cut.wanted() {
+                    line_breaks_to_spaces(&mut bytes);
+                    cut.part(bytes).await;
                 }
             }
-            Ok(None) => {
-                if utf8.incomplete() {
-                    tracing::warn!(server = %name, "upstream answered with a body that is not UTF-8; cut it short");
-                    give(&mut sink, TailPiece::Abort(not_utf8())).await;
-                } else {
-                    give(&mut sink, TailPiece::End).await;
-                }
-                return;
-            }
-            Err(BodyError::OverLimit { max, .. }) => {
-                let len = reader.read();
-                tracing::warn!(server = %name, len, "upstream answered with a body over the size limit; cut it short");
-                let why = format!(
-                    "upstream `{name}` answered with a message of more than {max} bytes, over \
-                     the proxy's limit of {max} bytes (max_message_bytes); the part of it \
-                     within the limit had been forwarded"
-                );
-                give(
-                    &mut sink,
-                    TailPiece::Abort(fail(crate::jsonrpc::INTERNAL_ERROR, why)),
-                )
-                .await;
-                return;
-            }
-            Err(err @ BodyError::Broken(_)) => {
-                tracing::warn!(server = %name, %err, "upstream's answer broke off; cut it short");
-                let why = format!("upstream `{name}` failed `{}`: {err}", to.method);
-                give(
-                    &mut sink,
-                    TailPiece::Abort(fail(crate::jsonrpc::UPSTREAM_UNAVAILABLE, why)),
-                )
-                .await;
-                return;
-            }
+            Ok(None) => return cut.end().await,
+            Err(BodyError::OverLimit { max, .. }) => return cut.over_limit(max).await,
+            Err(err @ BodyError::Broken(_)) => return cut.broken(err).await,
         }
     }
 }
@@ -399,9 +290,12 @@ fn line_breaks_to_spaces(bytes: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::cut_through::{CutThrough, TailPiece};
+    use crate::upstream::{ReaderOut, UpstreamEvent};
     use http_body_util::StreamBody;
     use hyper::body::Frame;
     use std::sync::Arc;
+    use tokio::sync::mpsc;
 
     type TestBody =
         StreamBody<futures_util::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, String>>>>;

@@ -7,6 +7,7 @@
 //! (`outlet.rs`), and starts it again with the handshake replayed (`replay.rs`).
 
 mod connect;
+mod cut_stream;
 mod env_refs;
 mod environment;
 pub mod era_probe;
@@ -21,6 +22,7 @@ mod replay;
 mod reverse_bridge;
 mod set;
 mod sse;
+mod sse_parser;
 mod stateless_http;
 mod stdio;
 mod stream_cancel;

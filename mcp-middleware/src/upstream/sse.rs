@@ -1,19 +1,18 @@
-//! Reading an HTTP upstream's server-sent events: the parsing is `sse-stream`'s (the WHATWG
-//! event-stream rules: `LF`, `CR` and `CRLF` line endings, a leading BOM, comments, multi-line
-//! `data:`, `id:` without NUL, `retry:` of digits only, an unfinished last event dropped),
-//! bounded here to the proxy's message size; [`Cursor`] keeps what resuming a stream needs (the
-//! last event id and the server's reconnection delay), as the streamable HTTP transport asks of
-//! a client for both POST and GET streams.
+//! Reading an HTTP upstream's server-sent events, as the streamable HTTP transport asks of a
+//! client for both POST and GET streams: events parsed as they arrive (`sse_parser.rs`, the
+//! WHATWG rules), each bounded to the proxy's message size; a large answer cut through while
+//! it arrives ([`SseReader::next_cut`]); and [`Cursor`], what resuming a stream needs (the last
+//! event id and the server's reconnection delay).
 
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
+use futures_util::{FutureExt, Stream, StreamExt};
 use http_body_util::BodyDataStream;
 use hyper::body::{Body, Bytes};
-use sse_stream::SseByteStream;
+
+use super::cut_stream::{CutStream, CutTo};
+use super::sse_parser::{ParseError, Parser, RawEvent, Step};
 
 /// The reconnection delay when the server announced none (the spec leaves it to the client;
 /// browsers use a few seconds, the SDKs one).
@@ -23,8 +22,13 @@ pub(crate) const DEFAULT_RETRY: Duration = Duration::from_secs(1);
 /// this, so a request waiting on the stream is not held for hours.
 pub(crate) const MAX_RETRY: Duration = Duration::from_secs(30);
 
+/// The most one piece of an answer cut through gathers from chunks that have already arrived:
+/// about what the stdio reader hands over per read.
+const PIECE_MOST: usize = 256 * 1024;
+
 /// One event of the stream: its data (one JSON-RPC message; `None` for an event with only
-/// `id:` or `retry:`, such as a priming event) and the fields resuming needs.
+/// `id:` or `retry:`, such as a priming event, and for one cut through) and the fields resuming
+/// needs.
 ///
 /// The data is one line: where an event has several `data:` lines, the spec joins them with a
 /// line feed, which is only whitespace between JSON tokens (inside a JSON string it is not
@@ -35,25 +39,38 @@ pub(crate) struct Event {
     pub(crate) data: Option<String>,
     pub(crate) id: Option<String>,
     pub(crate) retry: Option<u64>,
+    /// The upstream id of the request this event's message answered, when the message was cut
+    /// through to the session as it arrived (completed, or ended with an error for that
+    /// request): it is not in `data`.
+    pub(crate) cut: Option<u64>,
 }
 
-/// Why reading the stream stopped short.
-#[derive(Debug, thiserror::Error)]
-enum ReadError {
-    #[error("the event stream broke: {0}")]
-    Body(String),
-    #[error("an event over the size limit of {0} bytes")]
-    TooLarge(usize),
+impl Event {
+    /// The event as the stream gave it, its data checked as UTF-8.
+    fn read(raw: RawEvent) -> Result<Self, ParseError> {
+        let data = match raw.data {
+            Some(data) => Some(String::from_utf8(data).map_err(|_| ParseError::NotUtf8("data"))?),
+            None => None,
+        };
+        Ok(Self {
+            data: data.filter(|d| !d.trim().is_empty()),
+            id: raw.id,
+            retry: raw.retry,
+            cut: None,
+        })
+    }
 }
 
-type Chunks = Pin<Box<dyn Stream<Item = Result<Bytes, ReadError>> + Send>>;
+type Chunks = Pin<Box<dyn Stream<Item = Result<Bytes, String>> + Send>>;
 
 /// The events of one SSE response body.
 pub(crate) struct SseReader {
-    events: Pin<Box<SseByteStream<Chunks>>>,
-    /// Bytes received since the last event came out: what the parser may be holding, kept
-    /// under the size limit so an event that never ends cannot grow without bound.
-    pending: Arc<AtomicUsize>,
+    chunks: Chunks,
+    /// What is left of the last chunk.
+    current: Bytes,
+    parser: Parser,
+    /// What stopped an answer cut through, for the next call.
+    held_back: Option<String>,
 }
 
 impl SseReader {
@@ -63,41 +80,122 @@ impl SseReader {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: std::fmt::Display,
     {
-        let pending = Arc::new(AtomicUsize::new(0));
-        let counted = pending.clone();
-        let chunks: Chunks = Box::pin(BodyDataStream::new(body).map(move |chunk| {
-            let chunk = chunk.map_err(|err| ReadError::Body(err.to_string()))?;
-            let held = counted.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
-            if held > max_event {
-                return Err(ReadError::TooLarge(max_event));
-            }
-            Ok(chunk)
-        }));
+        let chunks: Chunks = Box::pin(
+            BodyDataStream::new(body)
+                .map(|chunk| chunk.map_err(|err| format!("the event stream broke: {err}"))),
+        );
         Self {
-            events: Box::pin(SseByteStream::new(chunks)),
-            pending,
+            chunks,
+            current: Bytes::new(),
+            parser: Parser::new(max_event),
+            held_back: None,
         }
     }
 
     /// The next event; `None` at the end of the stream; an error naming what broke it.
     pub(crate) async fn next(&mut self) -> Result<Option<Event>, String> {
-        match self.events.next().await {
-            None => Ok(None),
-            Some(Err(err)) => Err(match err {
-                sse_stream::Error::Body(inner) => inner.to_string(),
-                other => format!("the event stream is malformed: {other}"),
-            }),
-            Some(Ok(sse)) => {
-                self.pending.store(0, Ordering::Relaxed);
-                Ok(Some(Event {
-                    data: sse
-                        .data
-                        .filter(|d| !d.trim().is_empty())
-                        .map(|d| d.replace('\n', " ")),
-                    id: sse.id,
-                    retry: sse.retry,
-                }))
+        self.next_cut(None).await
+    }
+
+    /// Like [`next`](Self::next), and an event whose data grows past `CUT_AT` and is a result
+    /// the session allows (`to`) is cut through while it arrives: its head, then its rest piece
+    /// by piece, go to the session, and the event comes back with [`Event::cut`] set once it has
+    /// ended. One that cannot be completed (the stream breaks or ends first, it passes the size
+    /// limit, it is not UTF-8) is ended with an error for its request, and the event still comes
+    /// back; what stopped it is the next call's error.
+    pub(crate) async fn next_cut(
+        &mut self,
+        to: Option<&CutTo<'_>>,
+    ) -> Result<Option<Event>, String> {
+        if let Some(err) = self.held_back.take() {
+            return Err(err);
+        }
+        self.parser.watch = to.is_some();
+        let mut cut: Option<CutStream<'_>> = None;
+        loop {
+            match self.parser.feed(&mut self.current) {
+                Ok(Step::Event(raw)) => {
+                    let Some(mut stream) = cut else {
+                        return Event::read(raw).map(Some).map_err(|err| err.to_string());
+                    };
+                    stream.part(raw.data.unwrap_or_default()).await;
+                    stream.end().await;
+                    return Ok(Some(Event {
+                        data: None,
+                        id: raw.id,
+                        retry: raw.retry,
+                        cut: Some(stream.uid()),
+                    }));
+                }
+                Ok(Step::PastCutAt) => {
+                    if let Some(to) = to
+                        && let Some(claimed) = to.table.claim(self.parser.data())
+                    {
+                        let head = self.parser.take_data();
+                        cut = Some(CutStream::start(to, claimed, &head).await);
+                    }
+                    continue;
+                }
+                Ok(Step::More) => {}
+                Err(err) => {
+                    let Some(stream) = &mut cut else {
+                        return Err(err.to_string());
+                    };
+                    match err {
+                        ParseError::TooLarge(max) => stream.over_limit(max).await,
+                        ParseError::NotUtf8(_) => stream.broken(&err).await,
+                    }
+                    return Ok(Some(self.stopped(stream.uid(), err.to_string())));
+                }
             }
+            // Everything that came has been read: gather what else has arrived before sending a
+            // piece of an answer cut through, then wait for more.
+            let next = match &mut cut {
+                Some(stream) => {
+                    let ready = if self.parser.data().len() < PIECE_MOST {
+                        self.chunks.next().now_or_never()
+                    } else {
+                        None
+                    };
+                    match ready {
+                        Some(next) => next,
+                        None => {
+                            stream.part(self.parser.take_data()).await;
+                            self.chunks.next().await
+                        }
+                    }
+                }
+                None => self.chunks.next().await,
+            };
+            match next {
+                Some(Ok(chunk)) => self.current = chunk,
+                Some(Err(err)) => {
+                    let Some(stream) = &mut cut else {
+                        return Err(err);
+                    };
+                    stream.broken(&err).await;
+                    return Ok(Some(self.stopped(stream.uid(), err)));
+                }
+                None => {
+                    let Some(stream) = &mut cut else {
+                        return Ok(None);
+                    };
+                    let why = "the event stream ended before the answer did";
+                    stream.broken(why).await;
+                    return Ok(Some(self.stopped(stream.uid(), why.to_owned())));
+                }
+            }
+        }
+    }
+
+    /// The event of an answer cut through that `why` stopped, which the next call reports.
+    fn stopped(&mut self, uid: u64, why: String) -> Event {
+        self.held_back = Some(why);
+        Event {
+            data: None,
+            id: None,
+            retry: None,
+            cut: Some(uid),
         }
     }
 }
@@ -218,6 +316,7 @@ mod tests {
             data: None,
             id: None,
             retry: Some(u64::MAX),
+            cut: None,
         });
         assert_eq!(cursor.delay(), MAX_RETRY);
     }
