@@ -307,6 +307,21 @@ pub(crate) fn known_result(line: &str, known: impl FnOnce(&str) -> bool) -> Opti
     known(result).then_some((id, result))
 }
 
+/// The id of a response (a result, or an error with an id), as raw JSON. A result whose `id`
+/// comes before its `result` (as every SDK writes one) is read from the members before it,
+/// without crossing what may be megabytes of payload; anything else is read by
+/// [`Message::parse`]. `None` for a request, a notification or what is not JSON-RPC.
+pub(crate) fn response_id(line: &str) -> Option<&str> {
+    if let Some((id, _)) = scan::result_start(line) {
+        let id = &line[id];
+        return (id != "null" && is_valid_id(id)).then_some(id);
+    }
+    match Message::parse(line) {
+        Ok(Message::Result { id, .. } | Message::Error { id: Some(id), .. }) => Some(id),
+        _ => None,
+    }
+}
+
 /// Whether raw JSON is a valid JSON-RPC id: a well-formed string or number.
 fn is_valid_id(id: &str) -> bool {
     match id.as_bytes().first() {
@@ -492,6 +507,33 @@ fn push_json_string(out: &mut String, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_responses_id_is_read_before_its_result_or_else_by_parsing() {
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"result":{{"t":"{}"}}}}"#,
+            "x".repeat(1000)
+        );
+        assert_eq!(response_id(&big), Some("7"));
+        // The id after the result, an error, and what is no response.
+        assert_eq!(
+            response_id(r#"{"jsonrpc":"2.0","result":{},"id":"a"}"#),
+            Some(r#""a""#)
+        );
+        assert_eq!(
+            response_id(r#"{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"m"}}"#),
+            Some("3")
+        );
+        for none in [
+            r#"{"jsonrpc":"2.0","id":3,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":[1],"result":{}}"#,
+            r#"{"jsonrpc":"1.0","id":1,"result":{}}"#,
+            "not json",
+        ] {
+            assert_eq!(response_id(none), None, "{none}");
+        }
+    }
 
     #[test]
     fn classifies_every_kind() {

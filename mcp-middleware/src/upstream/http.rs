@@ -550,9 +550,11 @@ impl Client {
         asked: Option<(&str, &str)>,
     ) -> Result<(), String> {
         let to = self.cut_to(asked);
+        // Only an `initialize` answer names the protocol version: nothing else is searched for it.
+        let negotiates = asked.is_some_and(|(_, method)| method == "initialize");
         if is_event_stream(headers) {
             return self
-                .relay_stream(body, asked.map(|(id, _)| id), to.as_ref())
+                .relay_stream(body, asked.map(|(id, _)| id), to.as_ref(), negotiates)
                 .await;
         }
         let reader = BodyReader::new(body, content_length(headers), self.max_line)
@@ -569,7 +571,9 @@ impl Client {
             None => reader.read_all().await.map_err(|err| err.to_string())?,
         };
         for message in json_messages(bytes)? {
-            self.note(&message).await;
+            if negotiates {
+                self.note(&message).await;
+            }
             self.send_up(message).await;
         }
         Ok(())
@@ -597,6 +601,7 @@ impl Client {
         body: hyper::body::Incoming,
         request_id: Option<&str>,
         to: Option<&CutTo<'_>>,
+        negotiates: bool,
     ) -> Result<(), String> {
         let wanted = request_id.and_then(|id| serde_json::from_str::<serde_json::Value>(id).ok());
         let wanted_uid = wanted.as_ref().and_then(serde_json::Value::as_u64);
@@ -615,7 +620,9 @@ impl Client {
                         }
                         if let Some(data) = event.data {
                             answered = answered || answers(&data, wanted.as_ref());
-                            self.note(&data).await;
+                            if negotiates {
+                                self.note(&data).await;
+                            }
                             self.send_up_for(data, request_id).await;
                         }
                     }
@@ -1123,12 +1130,9 @@ fn answers(line: &str, wanted: Option<&serde_json::Value>) -> bool {
     let Some(wanted) = wanted else {
         return false;
     };
-    let id = match Message::parse(line) {
-        Ok(Message::Result { id, .. }) => id,
-        Ok(Message::Error { id: Some(id), .. }) => id,
-        _ => return false,
-    };
-    serde_json::from_str::<serde_json::Value>(id).is_ok_and(|id| id == *wanted)
+    jsonrpc::response_id(line).is_some_and(|id| {
+        serde_json::from_str::<serde_json::Value>(id).is_ok_and(|id| id == *wanted)
+    })
 }
 
 #[cfg(test)]
