@@ -62,6 +62,12 @@ pub(crate) struct ServeArgs {
     /// The largest request body accepted, in bytes.
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
     pub(crate) max_body_bytes: usize,
+    /// How many bytes of SSE events each session keeps for a client that resumes a broken
+    /// stream (`Last-Event-ID`); the oldest go first. An answer longer than this is not kept:
+    /// a client that lost it and resumes gets an error for its request instead (0 keeps
+    /// nothing).
+    #[arg(long, default_value_t = HttpOptions::default().event_store_bytes, value_name = "BYTES")]
+    pub(crate) event_store_bytes: usize,
     /// How many threads run sessions (the async runtime's workers). Default: one per CPU core
     /// (or `TOKIO_WORKER_THREADS`). One thread hands each message from task to task without
     /// waking another thread: on 2 cores shared with the upstreams, 36-41% less CPU per call
@@ -335,6 +341,8 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         .max_connections(args.max_connections)
         .idle_timeout(Duration::from_secs(args.idle_timeout))
         .max_body_bytes(args.max_body_bytes);
+    let events = options.event_store_events;
+    options = options.event_store(events, args.event_store_bytes);
     if let Some(secs) = args.store.replica_idle_timeout {
         options.replica_idle_timeout = Some(Duration::from_secs(secs));
     }

@@ -126,13 +126,35 @@ async fn a_large_answer_reaches_the_http_client_while_the_upstream_is_still_writ
 }
 
 /// A client whose connection broke while a large answer was being cut through to it resumes
-/// its stream with `Last-Event-ID` and gets the answer whole: the proxy kept the pieces it
-/// streamed and joins them for the replay.
+/// its stream with `Last-Event-ID` and gets the answer whole: the proxy kept a copy of what it
+/// streamed, since the event store keeps answers that long (`--event-store-bytes`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_through_answer_whose_connection_broke_is_replayed_whole_on_resumption() {
+    let answer = resumed_after_a_break(&["--event-store-bytes", "8388608"]).await;
+    assert_eq!(answer["result"]["text"].as_str().map(str::len), Some(SIZE));
+    assert_eq!(answer["x-extra"]["kept"], true, "replayed byte for byte");
+}
+
+/// The same with an event store of 1 MiB (the default): the 4 MB answer is not copied for
+/// it, and the resuming client is told so, under its request's id, instead of waiting for an
+/// answer that will not come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_through_answer_too_long_to_keep_whose_connection_broke_is_an_error_on_resumption() {
+    let answer = resumed_after_a_break(&[]).await;
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("longer than the proxy keeps for resuming a stream (1048576 bytes"),
+        "{message}"
+    );
+}
+
+/// Has `mcpctl serve ARGS` cut a 4 MB answer through, breaks the connection half-way, resumes
+/// the stream with `Last-Event-ID`, and returns what the resumed stream gives for the request.
+async fn resumed_after_a_break(args: &[&str]) -> Value {
     let scratch = Scratch::new("mcpctl-cut-through-http");
     let gate = scratch.fifo("gate");
-    let served = Served::start(&[]);
+    let served = Served::start(args);
     let mut conn = Conn::connect(served.addr).await;
     let session = start_session(&mut conn, "cut-through-resume").await;
     let big = request(
@@ -181,10 +203,9 @@ async fn a_cut_through_answer_whose_connection_broke_is_replayed_whole_on_resump
             "the answer was never replayed"
         );
     };
-    assert_eq!(answer["result"]["text"].as_str().map(str::len), Some(SIZE));
-    assert_eq!(answer["x-extra"]["kept"], true, "replayed byte for byte");
     let mut conn = Conn::connect(served.addr).await;
     still_answers(&mut conn, &session, 2).await;
+    answer
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -113,6 +113,16 @@ impl EventStore {
         (found, gap)
     }
 
+    /// The most bytes of messages kept: a message longer than this is never kept.
+    pub(crate) fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
+    /// Whether events are kept at all (a store of no events keeps none).
+    pub(crate) fn keeps(&self) -> bool {
+        self.max_events > 0
+    }
+
     /// How many events of `stream` are kept.
     pub(crate) fn count(&self, stream: StreamId) -> usize {
         self.per_stream.get(&stream).copied().unwrap_or(0)

@@ -78,7 +78,9 @@ pub struct HttpOptions {
     /// How many bytes of SSE events each session keeps for replay. Default 1 MiB: enough to
     /// resume a stream broken in the middle of ordinary traffic, and small enough that hundreds
     /// of sessions stay within tens of megabytes. (A resumption from an event no longer kept
-    /// replays what is left, and the log says so.)
+    /// replays what is left, and the log says so.) A response longer than this is kept as an
+    /// error for its request, so a client that lost it is told so when it resumes; an answer
+    /// cut through is copied for the store only while it is no longer than this.
     pub event_store_bytes: usize,
     /// How often an idle SSE stream gets a comment line, so intermediaries keep it open and a
     /// vanished client is noticed. Default 15 s.

@@ -162,8 +162,10 @@ pub(crate) enum Streaming {
 }
 
 /// An event being streamed to a request's stream: the pieces go to the connection it had when
-/// the event opened; the whole message is kept for the event store, which takes it as it is
-/// (a 1.25 MB answer is not copied again at its end).
+/// the event opened; a copy of the whole message is kept for the event store, which takes it as
+/// it is (a 1.25 MB answer is not copied again at its end), while it is no longer than the
+/// store keeps any message: past that the copy is let go, since the store would not keep it
+/// (and an answer cut through is never held whole in the proxy).
 pub(crate) struct Streamed {
     stream: StreamId,
     seq: u64,
@@ -171,14 +173,24 @@ pub(crate) struct Streamed {
     conn: Option<u64>,
     sink: Option<mpsc::UnboundedSender<Delivery>>,
     backlog: Arc<Gauge>,
-    whole: String,
+    /// The message so far, while it is no longer than `keep`.
+    whole: Option<String>,
+    /// How long a message the event store keeps may be.
+    keep: usize,
+    /// How long the message is so far.
+    len: usize,
 }
 
 impl Streamed {
     /// Sends the next piece of the message to the stream's connection (if it is still there).
     /// The piece itself goes to the connection (no copy); the whole keeps a copy of it.
     pub(crate) fn piece(&mut self, text: String) {
-        self.whole.push_str(&text);
+        self.len += text.len();
+        if self.len > self.keep {
+            self.whole = None;
+        } else if let Some(whole) = &mut self.whole {
+            whole.push_str(&text);
+        }
         self.send(None, text, Framing::More, false);
     }
 
@@ -625,23 +637,34 @@ impl Streams {
         let seq = state.seq;
         let sink = state.sink.as_ref().map(|s| (s.conn, s.tx.clone()));
         let event: Arc<str> = event_id(self.external(stream), seq).into();
+        let keep = if self.store.keeps() {
+            self.store.max_bytes()
+        } else {
+            0
+        };
         let mut streamed = Streamed {
             stream,
             seq,
             conn: sink.as_ref().map(|(conn, _)| *conn),
             sink: sink.map(|(_, tx)| tx),
             backlog: self.backlog.clone(),
-            whole: String::with_capacity(head.len() * 2),
+            whole: (head.len() <= keep).then(|| {
+                let mut whole = String::with_capacity((head.len() * 2).min(keep));
+                whole.push_str(head);
+                whole
+            }),
+            keep,
+            len: head.len(),
         };
         streamed.send(Some(event), head, Framing::Open, false);
-        streamed.whole.push_str(head);
         Streaming::Open(streamed)
     }
 
     /// Ends the event `streamed` opened: stores the message (so `Last-Event-ID` resumes
     /// it), gives it whole to a connection that replaced the one it was streamed to, and ends
     /// the request's stream, with `after` (the error for a message cut short) as its last
-    /// event when given.
+    /// event when given. A complete message longer than the store keeps is replaced, for the
+    /// store and for such a connection, by an error for its request ([`Streams::too_large`]).
     pub(crate) fn close_streamed(&mut self, mut streamed: Streamed, after: Option<String>) {
         streamed.send(None, "", Framing::Close, after.is_none());
         let Streamed {
@@ -649,32 +672,66 @@ impl Streams {
             seq,
             conn,
             whole,
+            len,
             ..
         } = streamed;
-        let message = Kept::Owned(whole);
+        let message = match (whole, &after) {
+            (Some(whole), _) => Some(Kept::Owned(whole)),
+            // Cut short: the error after it is what counts.
+            (None, Some(_)) => None,
+            (None, None) => self
+                .too_large(stream, len)
+                .map(|error| Kept::Shared(error.into())),
+        };
         let event = event_id(self.external(stream), seq);
         let Some(state) = self.streams.get_mut(&stream) else {
-            self.store.push_kept(stream, seq, message);
+            if let Some(message) = message {
+                self.store.push_kept(stream, seq, message);
+            }
             return;
         };
-        if let Some(sink) = &state.sink {
-            if Some(sink.conn) != conn {
-                let whole = message.shared();
-                let _ = sink.tx.send(Delivery {
-                    id: Some(event.into()),
-                    _held: Some(self.backlog.ticket(whole.len())),
-                    line: whole.into(),
-                    last: after.is_none(),
-                    framing: Framing::Event,
-                });
-            }
+        if let Some(sink) = &state.sink
+            && Some(sink.conn) != conn
+            && let Some(message) = &message
+        {
+            let whole = message.shared();
+            let _ = sink.tx.send(Delivery {
+                id: Some(event.into()),
+                _held: Some(self.backlog.ticket(whole.len())),
+                line: whole.into(),
+                last: after.is_none(),
+                framing: Framing::Event,
+            });
+        }
+        if state.sink.is_some() {
             state.delivered = seq;
         }
-        self.store.push_kept(stream, seq, message);
+        if let Some(message) = message {
+            self.store.push_kept(stream, seq, message);
+        }
         match after {
             Some(line) => self.deliver(stream, line, true),
             None => self.finish(stream),
         }
+    }
+
+    /// What the event store keeps in place of the response of `stream` when it is `len` bytes,
+    /// longer than the store keeps any message (`HttpOptions::event_store_bytes`): an error for
+    /// its request, so a client that lost the response and resumes is told so, instead of
+    /// waiting for an answer that will not come. `None` for a stream with no request.
+    fn too_large(&self, stream: StreamId, len: usize) -> Option<String> {
+        let request = self.streams.get(&stream)?.request.as_ref()?;
+        let max = self.store.max_bytes();
+        let why = format!(
+            "the answer ({len} bytes) was sent on a connection that broke, and is longer than \
+             the proxy keeps for resuming a stream ({max} bytes, event_store_bytes); send the \
+             request again"
+        );
+        Some(jsonrpc::error(
+            Some(&request.client_id),
+            jsonrpc::INTERNAL_ERROR,
+            &why,
+        ))
     }
 
     /// Routes one message the core session wrote for the client, reading it to find its
@@ -870,7 +927,13 @@ impl Streams {
         let line: Arc<str> = line.into();
         let id: Option<Arc<str>> = resumable.then(|| event_id(self.external(stream), seq).into());
         if resumable {
-            self.store.push(stream, seq, line.clone());
+            // A response too long to keep is kept as an error for its request.
+            let kept = match last && line.len() > self.store.max_bytes() && self.store.keeps() {
+                true => self.too_large(stream, line.len()).map(Arc::from),
+                false => None,
+            };
+            self.store
+                .push(stream, seq, kept.unwrap_or_else(|| line.clone()));
         }
         let Some(state) = self.streams.get_mut(&stream) else {
             return;
@@ -1210,6 +1273,72 @@ mod tests {
             this.lock().unwrap().attach(&this, Some("99-1")).is_err(),
             "an unknown stream is refused"
         );
+    }
+
+    /// Streams whose event store keeps messages of up to 400 bytes.
+    fn small_store() -> Arc<Mutex<Streams>> {
+        let (tx, _rx) = mpsc::channel(16);
+        let streams = Streams::new(
+            false,
+            EventStore::new(100, 400),
+            1000,
+            tx,
+            Gauge::new(1 << 20),
+        );
+        Arc::new(Mutex::new(streams))
+    }
+
+    /// What a client resuming `stream` after its priming event gets.
+    fn resumed(this: &Arc<Mutex<Streams>>, stream: StreamId) -> Vec<String> {
+        let last_seen = format!("{stream}-0");
+        let mut resumed = this.lock().unwrap().attach(this, Some(&last_seen)).unwrap();
+        drain(&mut resumed.deliveries)
+    }
+
+    #[tokio::test]
+    async fn a_lost_response_too_long_to_keep_is_replayed_as_an_error_for_its_request() {
+        let this = small_store();
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","id":"c","result":{{"t":"{}"}}}}"#,
+            "x".repeat(500)
+        );
+        for (kind, stream_it) in [("read whole", false), ("streamed", true)] {
+            let opened = open(&this, r#"{"jsonrpc":"2.0","id":"c","method":"tools/call"}"#);
+            let stream = opened.stream;
+            drop(opened); // the client disconnects
+            if stream_it {
+                let mut s = this.lock().unwrap();
+                let Streaming::Open(mut streamed) = s.open_streamed(r#""c""#, &long[..60]) else {
+                    panic!("not streamed");
+                };
+                streamed.piece(long[60..].to_owned());
+                assert!(
+                    streamed.whole.is_none(),
+                    "no copy past what the store keeps"
+                );
+                s.close_streamed(streamed, None);
+            } else {
+                this.lock().unwrap().route(long.clone());
+            }
+            let replay = resumed(&this, stream);
+            assert_eq!(replay.len(), 1, "{kind}: {replay:?}");
+            let error: Value = serde_json::from_str(&replay[0]).unwrap();
+            assert_eq!(error["id"], "c", "{kind}");
+            assert_eq!(error["error"]["code"], jsonrpc::INTERNAL_ERROR, "{kind}");
+            let message = error["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains("(544 bytes)")
+                    && message.contains("(400 bytes, event_store_bytes)"),
+                "{kind}: {message}"
+            );
+        }
+        // What fits is replayed as it was.
+        let opened = open(&this, r#"{"jsonrpc":"2.0","id":"d","method":"tools/call"}"#);
+        let stream = opened.stream;
+        drop(opened);
+        let short = r#"{"jsonrpc":"2.0","id":"d","result":{}}"#;
+        this.lock().unwrap().route(short.into());
+        assert_eq!(resumed(&this, stream), [short]);
     }
 
     #[tokio::test]
