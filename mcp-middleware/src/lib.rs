@@ -47,7 +47,7 @@
 //!    [`error`] (with [`HookResult`]), `model_state` (a model's `State` type, described), and
 //!    the helpers ([`pattern`], [`cache`], [`sealed_state`], [`trace_context`], `strict_json`,
 //!    `session_id` (how a session is named in logs and to hooks),
-//!    `unknown_fields`).
+//!    `unknown_fields`, [`heap`] (the allocator set up for large messages)).
 //! 2. The servers and who calls: [`upstream`], [`auth`], [`routing`], [`llm`], [`project`].
 //! 3. [`context`]: what a hook knows and can do. It reaches what sits above it through traits
 //!    those implement: the chain (`SessionChain`, `BelowChain`), the chain's upstream end
@@ -71,6 +71,7 @@ mod dispatch;
 pub mod era;
 pub mod error;
 mod exchange;
+pub mod heap;
 pub mod http;
 pub mod jsonrpc;
 pub mod live;

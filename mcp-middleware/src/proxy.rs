@@ -174,6 +174,7 @@ impl Proxy {
     /// }
     /// ```
     pub fn run_stdio(self) -> Result<(), ProxyError> {
+        crate::heap::prepare();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -347,6 +348,7 @@ impl Proxy {
     /// }
     /// ```
     pub fn run_http(self, options: HttpOptions) -> Result<(), ProxyError> {
+        crate::heap::prepare();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()

@@ -27,6 +27,7 @@ const EXIT_NOT_FOUND: u8 = 3;
 /// A model defined in a crate nothing refers to can be dropped by the linker with its
 /// registration: define models in the binary crate itself, or name their module from it.
 pub fn run() -> ExitCode {
+    mcp_middleware::heap::prepare();
     let cli = cli::Cli::parse();
     if let Err(err) = cli::init_logging(&cli) {
         eprintln!("mcpctl: {err:#}");
