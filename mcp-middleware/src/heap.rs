@@ -5,11 +5,11 @@
 //! (up to 32 MiB), and freed memory is kept for reuse up to twice that. A proxy passes answers
 //! of megabytes through buffers and pieces of 64 KiB to a few megabytes; while the threshold is
 //! still 128 KiB, each of those lands on fresh pages (a page fault and zeroing per 4 KiB).
-//! Which large block the process happens to free first decided how long that lasted: the
-//! forwarding bench measured 0.45 against 1.09 ms of proxy CPU per 1 MiB result over HTTP,
-//! and 0.55 against 0.91 ms per 1.25 MB `tools/list` from an HTTP upstream, between two builds
-//! that differed only in a copy that was or was not made (BENCHMARKS.md, `## heap`). So the
-//! proxy sets the threshold itself at start, the way glibc would after one large answer.
+//! Which large block the process happened to free first decided how long that lasted: the
+//! forwarding bench measured 1.06 against 0.44 ms of proxy CPU per 1 MiB result over
+//! HTTP>stdio, without and with this, and 0.92 against 0.61 ms per 1.25 MB `tools/list` from
+//! an HTTP upstream (BENCHMARKS.md, `## heap`). So the proxy sets the threshold itself at
+//! start, the way glibc would after one large answer.
 //! Elsewhere (musl, macOS) this allocates and frees one block, and nothing else.
 
 /// The block whose allocation and release sets glibc's threshold: the largest piece or buffer a
