@@ -13,6 +13,11 @@ use super::{AnswerTail, ReaderOut, UpstreamEvent};
 use crate::jsonrpc::{self, INTERNAL_ERROR, UPSTREAM_UNAVAILABLE};
 use crate::transport::cut_through::{Claimed, CutThrough, TAIL_PIECES, TailPiece, Utf8Pieces};
 
+/// The most one piece of an answer cut through gathers from what has already arrived (body
+/// frames, event-stream chunks): about what the stdio reader hands over per read, so an answer
+/// that arrives in many small chunks is handed on in few pieces.
+pub(crate) const PIECE_MOST: usize = 256 * 1024;
+
 /// Where a large answer may be cut through, and who it is reported to.
 pub(crate) struct CutTo<'a> {
     /// The requests the session allows to be cut through.

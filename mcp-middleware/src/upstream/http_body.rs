@@ -11,13 +11,9 @@ use std::task::Poll;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Bytes};
 
-use super::cut_stream::CutStream;
 pub(crate) use super::cut_stream::CutTo;
+use super::cut_stream::{CutStream, PIECE_MOST};
 use crate::transport::cut_through::{CUT_AT, Claimed};
-
-/// The most one piece of a tail gathers from frames that have already arrived: about what the
-/// stdio reader hands over per read.
-const PIECE_MOST: usize = 256 * 1024;
 
 /// Why a body could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use futures_util::{FutureExt, Stream, StreamExt};
 use http_body_util::BodyDataStream;
 use hyper::body::{Body, Bytes};
 
-use super::cut_stream::{CutStream, CutTo};
+use super::cut_stream::{CutStream, CutTo, PIECE_MOST};
 use super::sse_parser::{ParseError, Parser, RawEvent, Step};
 
 /// The reconnection delay when the server announced none (the spec leaves it to the client;
@@ -21,10 +21,6 @@ pub(crate) const DEFAULT_RETRY: Duration = Duration::from_secs(1);
 /// The longest reconnection delay honoured: a server asking for more is reconnected to after
 /// this, so a request waiting on the stream is not held for hours.
 pub(crate) const MAX_RETRY: Duration = Duration::from_secs(30);
-
-/// The most one piece of an answer cut through gathers from chunks that have already arrived:
-/// about what the stdio reader hands over per read.
-const PIECE_MOST: usize = 256 * 1024;
 
 /// One event of the stream: its data (one JSON-RPC message; `None` for an event with only
 /// `id:` or `retry:`, such as a priming event, and for one cut through) and the fields resuming
