@@ -45,8 +45,9 @@ use serde_json::value::RawValue;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use super::cut_stream::CutTo;
 use super::env_refs;
-use super::http_body::{BodyReader, CutTo, read_or_cut, read_prefix};
+use super::http_body::{BodyReader, read_or_cut, read_prefix};
 use super::sse::{Cursor, SseReader};
 use super::stream_cancel::StreamCancels;
 use super::token_exchange::{Caller, TokenExchange};

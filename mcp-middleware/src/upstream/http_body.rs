@@ -11,8 +11,7 @@ use std::task::Poll;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Bytes};
 
-pub(crate) use super::cut_stream::CutTo;
-use super::cut_stream::{CutStream, PIECE_MOST};
+use super::cut_stream::{CutStream, CutTo, PIECE_MOST};
 use crate::transport::cut_through::{CUT_AT, Claimed};
 
 /// Why a body could not be read.
