@@ -183,7 +183,8 @@ pub(crate) struct Streamed {
 
 impl Streamed {
     /// Sends the next piece of the message to the stream's connection (if it is still there).
-    /// The piece itself goes to the connection (no copy); the whole keeps a copy of it.
+    /// The piece itself goes to the connection (no copy); the whole keeps a copy of it while
+    /// the message is no longer than the event store keeps.
     pub(crate) fn piece(&mut self, text: String) {
         self.len += text.len();
         if self.len > self.keep {
@@ -928,10 +929,10 @@ impl Streams {
         let id: Option<Arc<str>> = resumable.then(|| event_id(self.external(stream), seq).into());
         if resumable {
             // A response too long to keep is kept as an error for its request.
-            let kept = match last && line.len() > self.store.max_bytes() && self.store.keeps() {
-                true => self.too_large(stream, line.len()).map(Arc::from),
-                false => None,
-            };
+            let too_long = last && line.len() > self.store.max_bytes() && self.store.keeps();
+            let kept = too_long
+                .then(|| self.too_large(stream, line.len()).map(Arc::from))
+                .flatten();
             self.store
                 .push(stream, seq, kept.unwrap_or_else(|| line.clone()));
         }
