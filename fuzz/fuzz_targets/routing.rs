@@ -1,5 +1,5 @@
-//! The routing decision (SPEC S1): the first byte picks a request method (or a listing), the
-//! rest is its params (or the upstream's listing result). Checks, for any input:
+//! The routing decision, which fails closed: the first byte picks a request method (or a
+//! listing), the rest is its params (or the upstream's listing result). Checks, for any input:
 //! - nothing panics;
 //! - what the router forwards is read alike by a last-wins and a first-wins parser, names
 //!   nothing hidden under either reading, and is a fixed point (forwarding it again changes

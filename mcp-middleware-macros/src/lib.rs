@@ -23,7 +23,7 @@ mod fallback;
 
 use proc_macro::TokenStream;
 
-/// Turns a module into a proxy model (SPEC F1). Use it as `mcp_middleware::proxy_model`, which
+/// Turns a module into a proxy model. Use it as `mcp_middleware::proxy_model`, which
 /// documents it with examples: they need the library, and a dev-dependency on it here would
 /// compile a second copy of the library and its dependencies for this crate's tests.
 #[proc_macro_attribute]

@@ -1,4 +1,4 @@
-//! Composition at run time (SPEC F3): a model and its ancestors flattened into one chain, and for
+//! Composition at run time: a model and its ancestors flattened into one chain, and for
 //! every hook the steps that run.
 //!
 //! **Order.** The chain is the model, then its parents in `extends` order, each followed by its
@@ -8,8 +8,8 @@
 //! **Which implementations run.** For each hook, every model in the chain that implements it
 //! runs, outermost first, with one exception: a model that implements a hook which two or more of
 //! its parents' compositions also answer for *replaces* them (that is how it resolves the
-//! conflict, F4); their implementations then run only if it calls them itself. `chain = [on_x]`
-//! keeps them all instead.
+//! conflict, which is otherwise a compile error); their implementations then run only if it
+//! calls them itself. `chain = [on_x]` keeps them all instead.
 //!
 //! **Within one model**, its own hook comes first, then its synthetic tools, then its content
 //! transform: a model's `on_tools_list` sees its own tools in the listing (and may hide them, as
@@ -49,7 +49,7 @@ pub struct Chain {
     configs: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     states: Vec<StateDescriptor>,
     observed: bool,
-    /// The routing paths (SPEC P7); `None` when none are configured.
+    /// The routing paths (hidden and pass-through routes); `None` when none are configured.
     router: Option<Arc<Router>>,
     /// Set when the proxy follows a [`Live`](crate::live::Live) handle: the routes are read
     /// from this slot, shared by every session, instead of `router`.
@@ -236,6 +236,10 @@ impl SessionChain for Chain {
 
     fn below(&self) -> &dyn BelowChain {
         self
+    }
+
+    fn routes_version(&self) -> u64 {
+        self.router().map_or(0, |router| router.version())
     }
 }
 

@@ -1,4 +1,4 @@
-//! [`Context`]: what a hook knows and can do (SPEC F9).
+//! [`Context`]: what a hook knows and can do.
 //!
 //! A context belongs to one request of one session. Through it a hook reads the session (id,
 //! identity, negotiated protocol version, client info and capabilities), its model's `Config`,
@@ -9,7 +9,7 @@ use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use rmcp::model::{
@@ -145,6 +145,9 @@ pub(crate) trait SessionChain: Send + Sync {
     ) -> HookResult<(String, Option<Vec<Value>>)>;
     /// The chain as [`Context::below`](crate::Context::below) runs it (`crate::below`).
     fn below(&self) -> &dyn BelowChain;
+    /// Which routes the chain applies now: a number that changes whenever a live reload
+    /// installs other routes (0: none).
+    fn routes_version(&self) -> u64;
 }
 
 /// What [`Context::below`](crate::Context::below) asks of the chain: its layers by name, and
@@ -177,7 +180,8 @@ pub(crate) trait BelowChain: Send + Sync {
 /// Everything a session's hooks share.
 pub(crate) struct SessionScope {
     pub(crate) id: String,
-    pub(crate) identity: auth::Identity,
+    /// Who the session acts as now (its latest request's credential).
+    pub(crate) identity: Arc<auth::CurrentIdentity>,
     pub(crate) info: RwLock<SessionInfo>,
     pub(crate) chain: Arc<dyn SessionChain>,
     pub(crate) states: HashMap<TypeId, Mutex<Box<dyn Any + Send>>>,
@@ -186,6 +190,8 @@ pub(crate) struct SessionScope {
     pub(crate) dirty: HashMap<TypeId, std::sync::atomic::AtomicBool>,
     pub(crate) link: SessionLink,
     pub(crate) project: Option<Arc<Project>>,
+    /// How many live reloads the session has moved to (its servers are the newest one's).
+    pub(crate) reloads: AtomicU64,
 }
 
 impl SessionScope {
@@ -208,15 +214,23 @@ impl SessionScope {
             .collect();
         Self {
             id,
-            identity,
+            identity: Arc::new(auth::CurrentIdentity::new(identity)),
             info: RwLock::new(SessionInfo::default()),
             chain,
             states,
             dirty,
             link,
             project,
+            reloads: AtomicU64::new(0),
         }
     }
+}
+
+/// Which configuration a session runs: see [`Context::configuration`]. Opaque; compare it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Configuration {
+    routes: u64,
+    reloads: u64,
 }
 
 /// What a hook knows and can do: the session, config, state, upstream, client, project and the
@@ -252,6 +266,9 @@ impl SessionScope {
 #[derive(Clone)]
 pub struct Context {
     session: Arc<SessionScope>,
+    /// Who the client was when this request arrived: a later request's narrower credential
+    /// does not change what a request already running may do.
+    identity: Arc<auth::Identity>,
     /// The hooked client request this context serves (0: none).
     call: u64,
     cancel: CancellationToken,
@@ -272,7 +289,7 @@ impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")
             .field("session", &self.session.id)
-            .field("identity", &self.session.identity)
+            .field("identity", &self.identity)
             .finish_non_exhaustive()
     }
 }
@@ -280,6 +297,7 @@ impl std::fmt::Debug for Context {
 impl Context {
     pub(crate) fn new(session: Arc<SessionScope>, call: u64, cancel: CancellationToken) -> Self {
         Self {
+            identity: session.identity.get(),
             session,
             call,
             cancel,
@@ -316,9 +334,30 @@ impl Context {
         &self.session.id
     }
 
-    /// Who the client is.
+    /// Who the client is: on HTTP, what this request's credential says (a session keeps its
+    /// principal, but a later token with fewer scopes or other claims is what counts from
+    /// the request it came with on).
     pub fn identity(&self) -> &auth::Identity {
-        &self.session.identity
+        &self.identity
+    }
+
+    /// Which configuration the session runs now: what its routes hide and which servers it
+    /// reaches. It changes whenever a live reload changes either (the routes at once, for
+    /// every session; the servers when the session has moved to them), so a model that
+    /// caches what it learned from below (code mode's catalog of tools) knows when to look
+    /// again. Equal values mean nothing a reload changes has changed.
+    ///
+    /// ```
+    /// # use mcp_middleware::Context;
+    /// # fn cached(ctx: &Context, built_under: mcp_middleware::Configuration) -> bool {
+    /// ctx.configuration() == built_under
+    /// # }
+    /// ```
+    pub fn configuration(&self) -> Configuration {
+        Configuration {
+            routes: self.session.chain.routes_version(),
+            reloads: self.session.reloads.load(Ordering::Acquire),
+        }
     }
 
     /// The protocol version the client negotiated (or declares per request on 2026-07-28), once

@@ -8,7 +8,7 @@
 //! Which large block the process happened to free first decided how long that lasted: the
 //! forwarding bench measured 1.06 against 0.44 ms of proxy CPU per 1 MiB result over
 //! HTTP>stdio, without and with this, and 0.92 against 0.61 ms per 1.25 MB `tools/list` from
-//! an HTTP upstream (BENCHMARKS.md, `## heap`). So the proxy sets the threshold itself at
+//! an HTTP upstream (see the guide's Performance page). So the proxy sets the threshold itself at
 //! start, the way glibc would after one large answer.
 //! Elsewhere (musl, macOS) this allocates and frees one block, and nothing else.
 

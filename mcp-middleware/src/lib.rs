@@ -33,7 +33,7 @@
 //! - [`auth`]: who HTTP clients are (bearer tokens, JWTs, TLS client certificates).
 //! - [`upstream`]: the servers behind the proxy.
 //! - [`registry`]: the proxy models linked into a binary.
-//! - [`routing`]: hidden and pass-through routes (SPEC P7).
+//! - [`routing`]: hidden and pass-through routes.
 //! - [`live`]: a running proxy takes new servers, routes and models without a restart.
 //! - [`request_tap`]: every client request's start and end, for traces and metrics;
 //!   [`trace_context`] carries trace context in `params._meta`.
@@ -97,7 +97,7 @@ pub mod upstream;
 
 pub use auth::Identity;
 pub use below::Below;
-pub use context::{Context, Downstream, UpstreamHandle};
+pub use context::{Configuration, Context, Downstream, UpstreamHandle};
 /// The old name of [`UpstreamHandle`] at the crate root.
 ///
 /// ```
@@ -109,7 +109,7 @@ pub use context::{Context, Downstream, UpstreamHandle};
 #[deprecated(note = "renamed `UpstreamHandle` (`upstream::Upstream` is the server enum)")]
 pub type Upstream<'a> = UpstreamHandle<'a>;
 pub use error::{ProxyError, UpstreamError};
-/// Turns a module into a proxy model (SPEC F1).
+/// Turns a module into a proxy model.
 ///
 /// ```
 /// use mcp_middleware::prelude::*;

@@ -1,4 +1,4 @@
-//! What a model knows about the project it runs in (SPEC F9, C1): its prompts and servers.
+//! What a model knows about the project it runs in: its prompts and servers.
 //!
 //! The embedding code or `mcpctl` (from its project store) hands one to the proxy; hooks read it
 //! with [`Context::project`](crate::Context::project).

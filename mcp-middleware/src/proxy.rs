@@ -104,7 +104,7 @@ impl Proxy {
         self
     }
 
-    /// Sets the routing paths (SPEC P7): what is hidden from the client and what passes by the
+    /// Sets the routing paths: what is hidden from the client and what passes by the
     /// models; see [`routing`](crate::routing).
     ///
     /// ```
@@ -283,7 +283,7 @@ impl Proxy {
 }
 
 impl Proxy {
-    /// Serves MCP over streamable HTTP (SPEC T2) at `options.path` (default `/mcp`) on
+    /// Serves MCP over streamable HTTP at `options.path` (default `/mcp`) on
     /// `options.listen`, in tasks of the current runtime; returns once listening. Every HTTP
     /// session runs its own upstream, started when the session starts; see [`crate::http`].
     ///

@@ -1,4 +1,4 @@
-//! The registry of proxy models linked into a binary (SPEC F10).
+//! The registry of proxy models linked into a binary.
 //!
 //! Every `#[proxy_model]` registers its [`ModelDescriptor`] with `inventory`, wherever it is
 //! defined; a binary finds them all at run time without a central list. A crate that nothing

@@ -12,8 +12,9 @@
 //! into the `params._meta` of every request forwarded upstream on its behalf (the request
 //! itself, and what hooks send while serving it): W3C trace context, for instance
 //! ([`trace_context`](crate::trace_context)). Without a tap nothing is parsed, timed or changed
-//! here (SPEC P1). With one, the envelope of each line to the client is read once more while
-//! requests are open, to see which it answers: the cost of seeing every route the same way.
+//! here: what is forwarded stays byte for byte what was received. With one, the envelope of
+//! each line to the client is read once more while requests are open, to see which it
+//! answers: the cost of seeing every route the same way.
 //!
 //! The session side is `Taps`: the requests in flight by the client's id.
 

@@ -2,7 +2,7 @@
 //! `requestState`), sealed so that the client can neither read nor change it, nor use it on
 //! another session, as another principal, or after it expired.
 //!
-//! A client is not trusted with such state (issue 20): a `requestState` names an input round
+//! A client is not trusted with such state: a `requestState` names an input round
 //! the proxy keeps open, so a forged one could resume another session's call. Each state is
 //! sealed with ChaCha20-Poly1305 (`ring`, an AEAD) under a [`StateKey`]; the sealed text carries
 //! a random nonce and the time it expires, and the session and principal it was issued to are
@@ -174,11 +174,7 @@ impl StateKey {
     /// A key from a file's contents (surrounding whitespace ignored, so a hex or base64 line
     /// written with `echo` works as well as raw bytes).
     pub fn from_file(path: &Path) -> Result<Self, StateKeyError> {
-        let bytes = std::fs::read(path).map_err(|err| StateKeyError::Unreadable {
-            path: path.display().to_string(),
-            message: err.to_string(),
-        })?;
-        Self::from_secret(bytes.trim_ascii())
+        Self::from_secret(read_secret(path)?.trim_ascii())
     }
 
     /// A fresh random key (what tests and a process without configuration use).
@@ -285,6 +281,14 @@ impl StateKey {
         // Sealed from a `&str`: the bytes are UTF-8 unless the key sealed something else.
         String::from_utf8(payload.to_vec()).map_err(|_| OpenError::Malformed("not text"))
     }
+}
+
+/// The bytes of a key file (every key the replicas share is read this way).
+pub(crate) fn read_secret(path: &Path) -> Result<Vec<u8>, StateKeyError> {
+    std::fs::read(path).map_err(|err| StateKeyError::Unreadable {
+        path: path.display().to_string(),
+        message: err.to_string(),
+    })
 }
 
 #[cfg(test)]

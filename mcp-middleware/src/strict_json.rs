@@ -1,4 +1,4 @@
-//! Strict JSON: the one reading of a text that a security decision is made on (SPEC S1), for
+//! Strict JSON: the one reading of a text that a security decision is made on, for
 //! a request's params that routing checks and for a credential's parts (a JWT's header and
 //! claims, a JWK set) that identity checks.
 //!

@@ -11,7 +11,7 @@
 //! [`inject_meta`] splices: only `_meta`'s bytes change (or are added); the rest of the line,
 //! `arguments` included, is forwarded byte for byte, as [`jsonrpc`](crate::jsonrpc) does for
 //! ids. It runs only when a tap asked for entries, so without one nothing here touches a
-//! forwarded message (SPEC P1).
+//! forwarded message.
 
 use std::collections::HashMap;
 

@@ -1,4 +1,5 @@
-//! Fields rmcp's types do not know, carried across a typed hook (SPEC P1).
+//! Fields rmcp's types do not know, carried across a typed hook, so that the proxy
+//! stays lossless.
 //!
 //! A typed hook sees rmcp's structs, which drop members they have no field for (seen on real
 //! servers: `tools[].execution`, `capabilities.tasks`; on requests: a task-augmented call's

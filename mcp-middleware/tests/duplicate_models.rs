@@ -1,4 +1,4 @@
-//! Two models with one name in one binary: the proxy refuses to start, naming both (SPEC F10).
+//! Two models with one name in one binary: the proxy refuses to start, naming both.
 //! (A test binary of its own: every other proxy in it would refuse to start too.)
 
 #![allow(missing_docs, unreachable_pub)]

@@ -1,4 +1,4 @@
-//! The model framework at run time (SPEC F2-F9), through the real proxy: a composed model served
+//! The model framework at run time, through the real proxy: a composed model served
 //! on a client connection, in front of the scripted upstream as a child process over stdio.
 //!
 //! The composition under test: `outer` extends `middle` and `toolbox`, so the chain is

@@ -1,4 +1,4 @@
-//! The way of a hooked request through the real proxy (issue 13 item 3): the hooked call writes the
+//! The way of a hooked request through the real proxy: the hooked call writes the
 //! request to the upstream, the upstream's reader hands the answer straight back to the task,
 //! and the task writes its final answer to the client itself. What the session loop used to
 //! guarantee on the way must still hold: what the upstream sent ahead of the answer reaches the

@@ -1,4 +1,4 @@
-//! An upstream over streamable HTTP (SPEC T3): the proxy as an HTTP client of a real
+//! An upstream over streamable HTTP: the proxy as an HTTP client of a real
 //! streamable HTTP server (the proxy's own HTTP front, in front of the scripted stdio upstream),
 //! with a client on the stdio side. Calls, progress, server-to-client requests, an expired
 //! upstream session initialized again, an unreachable server.

@@ -1,4 +1,4 @@
-//! Identity on the HTTP front (SPEC T5), end to end: a raw HTTP/1.1 client, over plain TCP or
+//! Identity on the HTTP front, end to end: a raw HTTP/1.1 client, over plain TCP or
 //! rustls, against `Proxy::serve_http` with a model whose tool answers with
 //! `ctx.identity()`, in front of the scripted upstream. Bearer tokens from a list (and a
 //! watched file), JWTs (HS256, RS256, ES256), TLS, and mTLS client certificates. The TLS and

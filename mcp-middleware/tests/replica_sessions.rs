@@ -1,4 +1,4 @@
-//! A session restored on another replica (issue 15): two `Proxy::serve_http` fronts sharing one
+//! A session restored on another replica: two `Proxy::serve_http` fronts sharing one
 //! real `redis-server` (a free loopback port; scripts/setup-interop installs it), driven by a
 //! raw HTTP client. A restored session does not run `on_session_start` again (its model state
 //! comes from the store), and `ctx.session_id()` is the same on both replicas: derived from the
@@ -56,7 +56,9 @@ async fn replica_of(
     namespace: &str,
     models: impl FnOnce(Proxy) -> Proxy,
 ) -> HttpServer {
-    let store = SharedStore::redis(&redis.url, namespace)
+    let key = mcp_middleware::shared_store::StoreKey::from_secret(&[7; 32]).expect("32 bytes");
+    let trust = mcp_middleware::shared_store::StoreTrust::new(key);
+    let store = SharedStore::redis(&redis.url, namespace, &trust)
         .await
         .expect("redis answers");
     let options = HttpOptions::default()

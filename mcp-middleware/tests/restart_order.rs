@@ -1,4 +1,4 @@
-//! What waits for a restarted upstream goes to it in the order it came (issue 13 item 4): a
+//! What waits for a restarted upstream goes to it in the order it came: a
 //! hook's request and a raw client request both wait in the session's one `Replay` while the
 //! replayed `initialize` is unanswered, and after it the hook's request, held first, goes
 //! first. The upstream is the scripted one (a child process over stdio), killed mid-session

@@ -1,4 +1,4 @@
-//! Robustness of the streamable HTTP front (SPEC P8, Q2, T2): `Proxy::serve_http` in front of
+//! Robustness of the streamable HTTP front: `Proxy::serve_http` in front of
 //! the scripted upstream (`tests/fixtures/scripted_upstream.py`, a real child process per
 //! session), driven by a raw HTTP client that can stop reading or drop a connection mid-stream.
 //!

@@ -1,5 +1,5 @@
-//! Routing paths (SPEC P7) through the real proxy: hidden tools, prompts and resources,
-//! pass-through tools, and observers (F5) on every path, in front of the scripted upstream.
+//! Routing paths through the real proxy: hidden tools, prompts and resources,
+//! pass-through tools, and observers on every path, in front of the scripted upstream.
 
 #![allow(missing_docs, unreachable_pub)]
 

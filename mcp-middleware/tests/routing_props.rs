@@ -1,4 +1,4 @@
-//! Property tests for the routing decision (SPEC S1): params spelled with duplicate keys,
+//! Property tests for the routing decision, which fails closed: params spelled with duplicate keys,
 //! escapes, lone surrogates, extreme numbers and odd whitespace. Whatever the router forwards,
 //! neither a last-wins reading (serde_json's `Value`) nor a first-wins reading of it names a
 //! hidden tool, prompt or resource, and both read the name the router checked.

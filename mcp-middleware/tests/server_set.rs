@@ -1,4 +1,4 @@
-//! Several servers served as one (SPEC T4): namespaced tools, routing, a server that does not
+//! Several servers served as one: namespaced tools, routing, a server that does not
 //! start, a server that dies and comes back, `${env:VAR}` resolved only at start.
 
 #![allow(missing_docs, unreachable_pub)]

@@ -1,4 +1,4 @@
-//! Model states and the shared store (SPEC T8, issue 15): `#[proxy_model]` finds out by itself
+//! Model states and the shared store: `#[proxy_model]` finds out by itself
 //! whether a model's `State` is serde, a storable state round-trips through its descriptor, and
 //! serving with a shared store refuses at start a chain whose state cannot travel, naming the
 //! model.
@@ -80,7 +80,9 @@ async fn serving_with_a_shared_store_refuses_a_model_whose_state_cannot_travel()
 
     let redis = redis_server::Redis::start().await;
     let url = redis.url.clone();
-    let store = SharedStore::redis(&url, "tests")
+    let key = mcp_middleware::shared_store::StoreKey::from_secret(&[7; 32]).expect("32 bytes");
+    let trust = mcp_middleware::shared_store::StoreTrust::new(key);
+    let store = SharedStore::redis(&url, "tests", &trust)
         .await
         .expect("redis-server answers once ready");
     let options = HttpOptions::default()

@@ -1,4 +1,4 @@
-//! A typed `tools/list` hook in front of a large listing (issue 13 item 5): what the client gets
+//! A typed `tools/list` hook in front of a large listing: what the client gets
 //! is the upstream's listing as the hook changed it, with every schema the hook left alone in
 //! the upstream's own spelling and the members rmcp's types do not know kept, on the first list
 //! and on the ones after it (which reuse what the first one read).

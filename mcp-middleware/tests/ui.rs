@@ -1,4 +1,4 @@
-//! What `#[proxy_model]` accepts and how it refuses the rest (SPEC F1, F3, F4).
+//! What `#[proxy_model]` accepts and how it refuses the rest.
 //!
 //! `ui/pass/*.rs` must compile and run (each `main` checks the model's descriptor);
 //! `ui/fail/*.rs` must fail to compile with exactly the diagnostics in the `.stderr` beside them.

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::cli::{DeleteArgs, OutputArg};
 use crate::output::{Output, print_documents};
-use crate::resources::store;
+use crate::resources::{store, wait_until_in_force};
 
 /// `apply`'s arguments.
 #[derive(Debug, clap::Args)]
@@ -57,22 +57,24 @@ pub(crate) fn apply(args: &ApplyArgs) -> anyhow::Result<()> {
                 .join(", ")
         );
     }
-    let applied = store()?.apply(resources)?;
+    let store = store()?;
+    let applied = store.apply(resources)?;
+    let in_force = wait_until_in_force(&store);
     match args.output.output {
         Output::Table => {
             for outcome in &applied {
                 crate::output::outln!("{outcome}")?;
             }
-            Ok(())
         }
         output => {
             let rows: Vec<_> = applied
                 .iter()
                 .map(|a| json!({"kind": a.kind.title(), "name": a.name, "action": a.action.as_str()}))
                 .collect();
-            print_documents(output, &[serde_json::Value::Array(rows)], true)
+            print_documents(output, &[serde_json::Value::Array(rows)], true)?;
         }
     }
+    in_force
 }
 
 /// The texts to read for one `-f`, each with the name errors give it.
@@ -113,5 +115,5 @@ pub(crate) fn delete<S: Spec>(args: &DeleteArgs) -> anyhow::Result<()> {
         }
         crate::output::outln!("{}/{name} deleted", S::KIND)?;
     }
-    Ok(())
+    wait_until_in_force(&store)
 }

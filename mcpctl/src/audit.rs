@@ -1,4 +1,4 @@
-//! `mcpctl audit verify FILE`: checks a log the `audit` model wrote (SPEC M5).
+//! `mcpctl audit verify FILE`: checks a log the `audit` model wrote.
 //!
 //! It recomputes every record's HMAC and checks that each record's `prev` is the MAC of the
 //! line before and its `seq` the next number, and reports the first line that is not where it

@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use clap::{ArgGroup, Parser, Subcommand};
 
 use crate::output::Output;
-use crate::{apply, audit, client, completion, edit, models, proxy, resources, serve};
+use crate::{apply, audit, client, clients, completion, edit, models, proxy, resources, serve};
 
 /// Run MCP proxy models in front of real MCP servers, and manage projects.
 #[derive(Debug, Parser)]
@@ -18,14 +18,34 @@ use crate::{apply, audit, client, completion, edit, models, proxy, resources, se
 )]
 pub(crate) struct Cli {
     /// Write logs to this file instead of stderr. Logs never go to stdout.
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", env = "MCPCTL_LOG_FILE")]
     pub(crate) log_file: Option<PathBuf>,
     /// Log filter (`error`, `warn`, `info`, `debug`, `trace`, or tracing's directive syntax);
     /// overrides the MCPCTL_LOG environment variable.
     #[arg(long, global = true, value_name = "FILTER")]
     pub(crate) log: Option<String>,
+    /// Log lines as text for people, or as JSON objects (one per line) for log collectors.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t = LogFormat::Text,
+        value_name = "FORMAT",
+        env = "MCPCTL_LOG_FORMAT"
+    )]
+    pub(crate) log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How log lines are written (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    /// Human-readable lines (colored on a terminal, unless NO_COLOR is set).
+    Text,
+    /// One JSON object per line: `timestamp`, `level`, `target`, `message` and the event's
+    /// fields (`session` on a session's lines) at the top level.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -80,6 +100,17 @@ enum Command {
         #[command(subcommand)]
         what: AuditWhat,
     },
+    /// Import the MCP servers a client's file lists (Claude Desktop, Claude Code, Cursor, VS
+    /// Code) as servers and a project. Secrets become `${env:VAR}` references, never stored.
+    ///
+    /// Example: `mcpctl import ~/.config/Claude/claude_desktop_config.json --project desktop`
+    Import(clients::import::ImportArgs),
+    /// Write a client's entry for serving a project through mcpctl into the client's file
+    /// (`FILE.bak` keeps the old one), or print it.
+    ///
+    /// Examples: `mcpctl install claude-desktop demo`; `mcpctl install vscode demo --print`;
+    /// `mcpctl install cursor demo --url http://127.0.0.1:8080/mcp`
+    Install(clients::install::InstallArgs),
     /// Print a shell completion script (e.g. `mcpctl completion bash > /etc/bash_completion.d/mcpctl`).
     Completion {
         /// The shell.
@@ -204,50 +235,88 @@ enum EditWhat {
 }
 
 pub(crate) fn init_logging(cli: &Cli) -> anyhow::Result<()> {
-    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::fmt::writer::BoxMakeWriter;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{EnvFilter, Layer as _, fmt};
+    type Filtered = tracing_subscriber::layer::Layered<EnvFilter, tracing_subscriber::Registry>;
+    type Boxed = Box<dyn tracing_subscriber::Layer<Filtered> + Send + Sync>;
     let filter = match &cli.log {
         Some(filter) => {
             EnvFilter::try_new(filter).with_context(|| format!("bad --log filter `{filter}`"))?
         }
         None => EnvFilter::try_from_env("MCPCTL_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
     };
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    // A command that runs and ends (get, apply, edit, ...) says what it warns about in one
-    // line, as a CLI does; the long-running ones (`proxy`, `serve`) log with time and level.
-    let long_running = matches!(cli.command, Command::Proxy(_) | Command::Serve(_));
-    if !long_running && cli.log.is_none() && cli.log_file.is_none() {
-        builder
-            .event_format(OneLine)
-            .with_writer(std::io::stderr)
-            .init();
-        return Ok(());
-    }
-    // The long-running commands also keep the last lines for the admin API's log tail.
-    use tracing_subscriber::layer::SubscriberExt as _;
-    use tracing_subscriber::util::SubscriberInitExt as _;
-    let ring = crate::admin::logs::RingLayer;
-    match &cli.log_file {
+    let writer = match &cli.log_file {
         Some(path) => {
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(path)
                 .with_context(|| format!("cannot open log file {}", path.display()))?;
-            builder
-                .with_ansi(false)
-                .with_writer(std::sync::Mutex::new(file))
-                .finish()
-                .with(ring)
-                .init();
+            BoxMakeWriter::new(std::sync::Mutex::new(file))
         }
-        None => builder
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .with_writer(std::io::stderr)
-            .finish()
-            .with(ring)
-            .init(),
+        None => BoxMakeWriter::new(std::io::stderr),
+    };
+    let ansi = cli.log_file.is_none() && color_on_stderr();
+    if cli.log_format == LogFormat::Json {
+        JSON_LINES.store(true, std::sync::atomic::Ordering::Relaxed);
     }
+    // A command that runs and ends (get, apply, edit, ...) says what it warns about in one
+    // line, as a CLI does; the long-running ones (`proxy`, `serve`) log with time and level.
+    let long_running = matches!(cli.command, Command::Proxy(_) | Command::Serve(_));
+    let one_line = !long_running && cli.log.is_none() && cli.log_file.is_none();
+    let layer: Boxed = match (cli.log_format, one_line) {
+        // Fields at the top level, so a collector finds `session` where it finds `level`.
+        (LogFormat::Json, _) => fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_ansi(false)
+            .with_writer(writer)
+            .boxed(),
+        (LogFormat::Text, true) => fmt::layer()
+            .event_format(OneLine)
+            .with_ansi(ansi)
+            .with_writer(writer)
+            .boxed(),
+        (LogFormat::Text, false) => fmt::layer().with_ansi(ansi).with_writer(writer).boxed(),
+    };
+    // The long-running commands also keep the last lines for the admin API's log tail.
+    let ring = long_running.then_some(crate::admin::logs::RingLayer);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(layer)
+        .with(ring)
+        .init();
     Ok(())
+}
+
+/// Whether `--log-format json` is in force, for the lines written outside the log.
+static JSON_LINES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Writes a line a person (or a harness) starting mcpctl needs whatever the log filter
+/// (`listening on URL`, the final error) to stderr: as is, or as a JSON log line with `level`
+/// under `--log-format json`, so every stderr line parses then.
+pub(crate) fn say(level: &str, message: &str) {
+    if JSON_LINES.load(std::sync::atomic::Ordering::Relaxed) {
+        let time = chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
+            .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        let line = serde_json::json!({
+            "timestamp": time,
+            "level": level,
+            "target": "mcpctl",
+            "message": message,
+        });
+        eprintln!("{line}");
+    } else {
+        eprintln!("{message}");
+    }
+}
+
+/// Whether stderr gets colors: a terminal, and NO_COLOR unset or empty (no-color.org).
+fn color_on_stderr() -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
+    !no_color && std::io::IsTerminal::is_terminal(&std::io::stderr())
 }
 
 /// Log events as `mcpctl: warning: MESSAGE`, one line each: what an ordinary command prints.
@@ -280,6 +349,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
     let logging = client::Logging {
         log: cli.log.clone(),
         log_file: cli.log_file.clone(),
+        json: cli.log_format == LogFormat::Json,
     };
     match cli.command {
         Command::Proxy(args) => proxy::run(args),
@@ -312,6 +382,8 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Audit { what } => match what {
             AuditWhat::Verify(args) => audit::verify_command(&args),
         },
+        Command::Import(args) => clients::import::run(&args),
+        Command::Install(args) => clients::install::run(&args),
         Command::Completion { shell } => completion::print(shell),
     }
 }
@@ -319,4 +391,35 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
 /// The clap command, for completions.
 pub(crate) fn command() -> clap::Command {
     <Cli as clap::CommandFactory>::command()
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every flag of `serve` and `proxy` can be set from the environment as
+    /// `MCPCTL_<FLAG IN CAPS>`, so a container is configured without a command line; a flag
+    /// added without its `env` fails here.
+    #[test]
+    fn every_serve_and_proxy_flag_has_its_environment_variable() {
+        let mut command = super::command();
+        command.build();
+        for name in ["serve", "proxy"] {
+            let sub = command
+                .find_subcommand(name)
+                .unwrap_or_else(|| panic!("no `{name}` command"));
+            let mut checked = 0;
+            for arg in sub.get_arguments() {
+                // --log is read with MCPCTL_LOG by the filter itself; the command after `--` is
+                // a list no variable spells well.
+                if ["help", "version", "log", "command"].contains(&arg.get_id().as_str()) {
+                    continue;
+                }
+                let spelled = arg.get_long().unwrap_or(arg.get_id().as_str());
+                let wanted = format!("MCPCTL_{}", spelled.to_uppercase().replace('-', "_"));
+                let env = arg.get_env().and_then(|e| e.to_str());
+                assert_eq!(env, Some(wanted.as_str()), "`{name}`: {spelled}");
+                checked += 1;
+            }
+            assert!(checked > 10, "`{name}`: only {checked} flags seen");
+        }
+    }
 }

@@ -9,7 +9,7 @@ use anyhow::{Context as _, bail};
 use mcpctl::store::{ProjectSpec, Resource, Spec, parse_documents, render};
 use serde_json::{Map, Value};
 
-use crate::resources::store;
+use crate::resources::{store, wait_until_in_force};
 
 /// What `edit project` changes. With no flag, the project opens in $VISUAL / $EDITOR.
 #[derive(Debug, clap::Args)]
@@ -113,9 +113,10 @@ pub(crate) fn project(edits: ProjectEdits) -> anyhow::Result<()> {
     if edits.is_empty() {
         return in_editor::<ProjectSpec>(&edits.name);
     }
-    let applied = store()?.update::<ProjectSpec>(&edits.name, |spec| edits.apply_to(spec))?;
+    let store = store()?;
+    let applied = store.update::<ProjectSpec>(&edits.name, |spec| edits.apply_to(spec))?;
     crate::output::outln!("{applied}")?;
-    Ok(())
+    wait_until_in_force(&store)
 }
 
 /// `edit KIND NAME` without flags: the resource's YAML in $VISUAL or $EDITOR (default `vi`),
@@ -163,7 +164,7 @@ pub(crate) fn in_editor<S: Spec>(name: &str) -> anyhow::Result<()> {
         Ok(())
     })?;
     crate::output::outln!("{applied}")?;
-    Ok(())
+    wait_until_in_force(&store)
 }
 
 fn edit_file(path: &std::path::Path) -> anyhow::Result<()> {

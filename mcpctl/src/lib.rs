@@ -2,7 +2,7 @@
 //! manage the projects (servers, prompts, a model and its config) they serve.
 //!
 //! The whole command line is in this library, so a crate with models of its own ships its own
-//! `mcpctl` with one line of `main` (SPEC C5): every command, with its `#[proxy_model]`s
+//! `mcpctl` with one line of `main`: every command, with its `#[proxy_model]`s
 //! registered beside the stock ones through `inventory`.
 //!
 //! ```no_run
@@ -37,6 +37,7 @@ mod apply;
 mod audit;
 mod cli;
 mod client;
+mod clients;
 mod completion;
 mod edit;
 mod live;
@@ -53,3 +54,9 @@ mod serve;
 pub mod store;
 
 pub use run::run;
+
+/// The admin API's parsing of request bytes (the login form, `POST /api/apply` bodies), pure
+/// functions exposed for the `admin_request` fuzz target.
+pub mod admin_request {
+    pub use crate::admin::request::{ApplyBodyError, form_value, parse_apply_body};
+}

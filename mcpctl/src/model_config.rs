@@ -1,6 +1,6 @@
 //! Model configuration given on the command line: `--config FILE` (YAML or JSON, a map from
 //! model name to that model's config) and `--set MODEL.FIELD=VALUE`. The proxy checks the result
-//! against each model's `Config` when it starts (SPEC F8).
+//! against each model's `Config` when it starts.
 
 use std::path::Path;
 

@@ -1,5 +1,5 @@
 //! `mcpctl get proxymodels` and `mcpctl describe proxymodel NAME`: the models linked into this
-//! binary, as the registry describes them (SPEC F10). Models are code: the CLI lists them but
+//! binary, as the registry describes them. Models are code: the CLI lists them but
 //! never creates or deletes them.
 
 use std::io::Write as _;
@@ -120,7 +120,7 @@ pub(crate) fn describe(name: &str, output: Output) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `mcpctl delete proxymodel NAME...`: always refused, with the reason (SPEC C3).
+/// `mcpctl delete proxymodel NAME...`: always refused, with the reason.
 pub(crate) fn refuse_delete(names: &[String]) -> anyhow::Result<()> {
     let named = names
         .iter()

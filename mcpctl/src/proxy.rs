@@ -3,12 +3,12 @@
 //!
 //! For a project the proxy gets: the project's model (or `--model`), each model's config from
 //! the project (gate's `alwaysVisible` merged with the project's `alwaysVisible`), then
-//! `--config` and `--set` on top; the project's `routes` (hidden and pass-through, SPEC P7);
+//! `--config` and `--set` on top; the project's `routes` (hidden and pass-through);
 //! the project's prompts (for models such as gate); and its
 //! servers as upstreams ([`upstreams`]: the one place that turns servers into the proxy's
 //! upstream side; several servers are served as one, names namespaced).
 //!
-//! What a child's environment holds (SPEC S2, [`EnvPolicy`]): a project's stdio server gets the
+//! What a child's environment holds ([`EnvPolicy`]): a project's stdio server gets the
 //! SDK default set, its declared `env` and what its `inheritEnv` names; an ad-hoc command gets
 //! the proxy's whole environment (an MCP client's configuration puts the server's variables on
 //! the proxy's entry). Either way [`Secrets`] are denied to every child.
@@ -38,59 +38,98 @@ use crate::model_config;
 #[command(group(ArgGroup::new("target").required(true).args(["project", "command", "url"])))]
 pub(crate) struct ProxyArgs {
     /// A project from the store (`mcpctl get projects`): its servers, prompts, model and config.
+    #[arg(env = "MCPCTL_PROJECT")]
     pub(crate) project: Option<String>,
     /// The proxy model to run (`mcpctl get proxymodels` lists them). Default: the project's
     /// `proxyModel`, or `passthrough`.
-    #[arg(long, short = 'm')]
+    #[arg(long, short = 'm', env = "MCPCTL_MODEL")]
     pub(crate) model: Option<String>,
     /// Seconds a request may wait for the upstream before the client gets an error (0: no limit).
     /// Progress notifications restart the wait.
-    #[arg(long, default_value_t = 300, value_name = "SECS")]
+    #[arg(
+        long,
+        default_value_t = 300,
+        value_name = "SECS",
+        env = "MCPCTL_REQUEST_TIMEOUT"
+    )]
     pub(crate) request_timeout: u64,
     /// The largest message accepted from either side, in bytes.
-    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
+    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES", env = "MCPCTL_MAX_MESSAGE_BYTES")]
     pub(crate) max_message_bytes: usize,
     /// How many bytes may wait for the client before the proxy stops reading the upstream
     /// until the client catches up.
-    #[arg(long, default_value_t = 16 * 1024 * 1024, value_name = "BYTES")]
+    #[arg(long, default_value_t = 16 * 1024 * 1024, value_name = "BYTES", env = "MCPCTL_CLIENT_QUEUE_BYTES")]
     pub(crate) client_queue_bytes: usize,
     /// How many bytes may wait for the upstream to read them before requests are refused
     /// (-32003).
-    #[arg(long, default_value_t = 16 * 1024 * 1024, value_name = "BYTES")]
+    #[arg(long, default_value_t = 16 * 1024 * 1024, value_name = "BYTES", env = "MCPCTL_UPSTREAM_QUEUE_BYTES")]
     pub(crate) upstream_queue_bytes: usize,
     /// Model configuration: a YAML or JSON file mapping model names to their config (on top of
     /// the project's).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "MCPCTL_CONFIG")]
     pub(crate) config: Option<PathBuf>,
     /// Set one config field, as MODEL.FIELD=VALUE (after --config; repeatable). VALUE is read as
     /// JSON when it parses, else as a string.
-    #[arg(long = "set", value_name = "MODEL.FIELD=VALUE")]
+    #[arg(
+        long = "set",
+        value_name = "MODEL.FIELD=VALUE",
+        env = "MCPCTL_SET",
+        hide_env_values = true
+    )]
     pub(crate) sets: Vec<String>,
     /// Without a project: a streamable HTTP server's MCP endpoint, instead of a command.
-    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with = "command",
+        env = "MCPCTL_URL",
+        hide_env_values = true
+    )]
     pub(crate) url: Option<String>,
     /// With `--url`: a header to send with every request, as `Name: value` (repeatable;
     /// `${env:VAR}` in the value is resolved when the proxy connects).
-    #[arg(long = "header", value_name = "NAME: VALUE", requires = "url")]
+    #[arg(
+        long = "header",
+        value_name = "NAME: VALUE",
+        requires = "url",
+        env = "MCPCTL_HEADER",
+        hide_env_values = true
+    )]
     pub(crate) headers: Vec<String>,
     /// An OpenAI-compatible endpoint (`.../v1`) for models' LLM calls (`ctx.llm()`, used by
     /// `summarize`) when the client cannot sample; replaces the project's `llm`.
-    #[arg(long, value_name = "URL", requires = "llm_model")]
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "llm_model",
+        env = "MCPCTL_LLM_URL",
+        hide_env_values = true
+    )]
     pub(crate) llm_url: Option<String>,
     /// With `--llm-url`: the model to ask for.
-    #[arg(long, value_name = "MODEL", requires = "llm_url")]
+    #[arg(
+        long,
+        value_name = "MODEL",
+        requires = "llm_url",
+        env = "MCPCTL_LLM_MODEL"
+    )]
     pub(crate) llm_model: Option<String>,
     /// With `--llm-url`: the environment variable that holds the endpoint's API key (read when
     /// a request is sent, never shown).
-    #[arg(long, value_name = "VAR", requires = "llm_url")]
+    #[arg(
+        long,
+        value_name = "VAR",
+        requires = "llm_url",
+        env = "MCPCTL_LLM_API_KEY_ENV"
+    )]
     pub(crate) llm_api_key_env: Option<String>,
     /// A file holding the secret (32 bytes or more) every `requestState` the proxy hands a
     /// 2026-07-28 client is sealed with; replicas serving the same clients share it. Default: a
     /// random key per process.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "MCPCTL_STATE_KEY_FILE")]
     pub(crate) state_key_file: Option<PathBuf>,
     /// Seconds a `requestState` (an input round of a 2026-07-28 client) stays valid.
-    #[arg(long, default_value_t = 300, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 300, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..), env = "MCPCTL_REQUEST_STATE_TTL")]
     pub(crate) request_state_ttl: u64,
     /// Without a project: the upstream server's command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
@@ -317,7 +356,7 @@ pub(crate) fn status_file(store: &Store, project: &str) -> PathBuf {
 
 /// The upstream for a stored server: a child process on stdio, or a streamable HTTP server.
 /// Values go to the library as written: a `${env:VAR}` placeholder is the library's to resolve,
-/// when it starts the server or connects to it (SPEC T6). A stdio server's environment is the
+/// when it starts the server or connects to it. A stdio server's environment is the
 /// SDK default set, its `env` and its `inheritEnv`, never one of `secrets` it does not declare.
 fn upstream(server: &Server, secrets: &Secrets) -> anyhow::Result<Upstream> {
     for text in server_texts(&server.spec) {
@@ -366,7 +405,7 @@ fn upstream(server: &Server, secrets: &Secrets) -> anyhow::Result<Upstream> {
     })
 }
 
-/// The environment variables the proxy holds secrets in, which no child is given (SPEC S2):
+/// The environment variables the proxy holds secrets in, which no child is given:
 /// the one owner of that list.
 ///
 /// - the proxy's own: every model config's `keyEnv` (the audit key's variable) and every
@@ -388,6 +427,17 @@ struct Secrets {
 impl Secrets {
     fn of(configs: &Map<String, Value>, servers: &[Server]) -> Self {
         let mut secrets = Secrets::default();
+        // The flags' variables that may carry credentials (a password in a URL, a header's
+        // token): an ad-hoc command inherits the environment, and no server may ask for them.
+        for (name, holds) in [
+            ("MCPCTL_STORE", "the shared store's URL (--store)"),
+            ("MCPCTL_URL", "the upstream's URL (--url)"),
+            ("MCPCTL_HEADER", "a header for the upstream (--header)"),
+            ("MCPCTL_LLM_URL", "the LLM endpoint's URL (--llm-url)"),
+            ("MCPCTL_SET", "model settings (--set)"),
+        ] {
+            secrets.own.insert(name.to_owned(), holds.to_owned());
+        }
         for (model, config) in configs {
             secrets.collect_config(model, config);
         }
@@ -498,7 +548,7 @@ fn token_exchange(spec: &mcpctl::store::auth::TokenExchangeAuth) -> TokenExchang
     exchange
 }
 
-/// A project's routing paths (SPEC P7) for the library: hidden, pass-through and restricted
+/// A project's routing paths for the library: hidden, pass-through and restricted
 /// names or globs of tools, prompts and resource URIs.
 fn routes(stored: &mcpctl::store::Routes) -> Routes {
     Routes {

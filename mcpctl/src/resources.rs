@@ -19,6 +19,27 @@ pub(crate) fn store() -> anyhow::Result<Store> {
     Ok(Store::from_env()?)
 }
 
+/// How long a command that changed the store waits for the running proxies to reload it.
+const RELOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Returns once every proxy that follows `store` runs its current revision (so a tool the
+/// change hid is refused from the next request on); an error naming each proxy that refused
+/// the change (it runs the configuration before it). A proxy still reloading after
+/// [`RELOAD_WAIT`] is named in a warning: the change is stored either way.
+pub(crate) fn wait_until_in_force(store: &Store) -> anyhow::Result<()> {
+    let revision = store.revision();
+    let behind = mcpctl::store::running::wait_until_in_force(store, revision, RELOAD_WAIT);
+    let (refused, late): (Vec<_>, Vec<_>) = behind.into_iter().partition(|b| b.refused.is_some());
+    for proxy in &late {
+        tracing::warn!("{proxy} (waited {} s)", RELOAD_WAIT.as_secs());
+    }
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let reasons: Vec<String> = refused.iter().map(ToString::to_string).collect();
+    anyhow::bail!("the change is stored, but {}", reasons.join("; and "))
+}
+
 /// A resource as its YAML/JSON document.
 pub(crate) fn document<S: Spec>(resource: &Resource<S>) -> anyhow::Result<Value> {
     serde_json::to_value(resource.to_document())

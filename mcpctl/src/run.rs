@@ -40,7 +40,7 @@ pub fn run() -> ExitCode {
         // A reader that stopped reading (`mcpctl get projects | head -1`) is not an error.
         Err(err) if stdout_closed(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("mcpctl: {err:#}");
+            cli::say("ERROR", &format!("mcpctl: {err:#}"));
             ExitCode::from(exit_code(&err))
         }
     }

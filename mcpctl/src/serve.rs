@@ -1,16 +1,16 @@
 //! `mcpctl serve PROJECT` and `mcpctl serve --model M -- CMD ARGS...`: MCP over streamable HTTP
-//! at `/mcp` (SPEC T2), for the same proxy `mcpctl proxy` serves on stdio. Every HTTP session
+//! at `/mcp`, for the same proxy `mcpctl proxy` serves on stdio. Every HTTP session
 //! gets its own upstream (the project's servers, or the command), as every stdio client does.
 //!
-//! Identity and TLS (SPEC T5): `--tokens`, `--jwt-secret-file` and `--jwt-key` make every
+//! Identity and TLS: `--tokens`, `--jwt-secret-file` and `--jwt-key` make every
 //! request carry a bearer credential; `--tls-cert`/`--tls-key` serve HTTPS, and `--client-ca`
 //! asks clients for certificates (required, unless a bearer credential is configured too).
 //!
-//! Quotas (SPEC S3): `--max-sessions` for the whole proxy, `--max-sessions-per-principal` for
+//! Quotas: `--max-sessions` for the whole proxy, `--max-sessions-per-principal` for
 //! each principal (each client address when no one authenticates), `--max-connections`; a
 //! request past one is answered `503` with `Retry-After`, naming the flag.
 //!
-//! Replicas (SPEC T8): `--store redis://HOST:PORT[/DB]` keeps sessions, model state and paged
+//! Replicas: `--store redis://HOST:PORT[/DB]` keeps sessions, model state and paged
 //! documents in Redis under the project's name, so every replica started with the same store
 //! and project serves every session (README, "Running several replicas"), and shares the
 //! project's configuration: a change applied through one replica reaches the others
@@ -36,44 +36,74 @@ pub(crate) struct ServeArgs {
     pub(crate) proxy: ProxyArgs,
     /// The address to listen on. Default: the project's `listen`, else 127.0.0.1:8080
     /// (loopback only).
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", env = "MCPCTL_LISTEN")]
     pub(crate) listen: Option<SocketAddr>,
     /// A `Host` to accept besides the loopback names (repeatable; `*` for any), for a proxy
     /// reached under another name. Hosts not listed are refused (DNS-rebinding protection).
-    #[arg(long = "allow-host", value_name = "HOST")]
+    #[arg(
+        long = "allow-host",
+        value_name = "HOST",
+        env = "MCPCTL_ALLOW_HOST",
+        value_delimiter = ','
+    )]
     pub(crate) allow_hosts: Vec<String>,
     /// A browser `Origin` to accept besides loopback origins (repeatable; `*` for any).
-    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    #[arg(
+        long = "allow-origin",
+        value_name = "ORIGIN",
+        env = "MCPCTL_ALLOW_ORIGIN",
+        value_delimiter = ','
+    )]
     pub(crate) allow_origins: Vec<String>,
     /// How many sessions may be open at once (each runs its own upstream).
-    #[arg(long, default_value_t = 256, value_name = "N")]
+    #[arg(
+        long,
+        default_value_t = 256,
+        value_name = "N",
+        env = "MCPCTL_MAX_SESSIONS"
+    )]
     pub(crate) max_sessions: usize,
     /// How many of those one principal may hold; without authentication, one client address
     /// (IPv6: one /64). Default: an eighth of --max-sessions (32 of 256).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", env = "MCPCTL_MAX_SESSIONS_PER_PRINCIPAL")]
     pub(crate) max_sessions_per_principal: Option<usize>,
     /// How many TCP/TLS connections may be open at once (each SSE stream holds one); one more
     /// is answered 503 and closed.
-    #[arg(long, default_value_t = 1024, value_name = "N")]
+    #[arg(
+        long,
+        default_value_t = 1024,
+        value_name = "N",
+        env = "MCPCTL_MAX_CONNECTIONS"
+    )]
     pub(crate) max_connections: usize,
+    /// How many of those one client address may hold (IPv6: one /64); one more from that
+    /// address is answered 503 and closed while other addresses are served. Default: a quarter
+    /// of --max-connections or 64, whichever is smaller.
+    #[arg(long, value_name = "N", env = "MCPCTL_MAX_CONNECTIONS_PER_ADDRESS")]
+    pub(crate) max_connections_per_address: Option<usize>,
     /// Seconds a session may stay idle before it is ended (and its upstream stopped).
-    #[arg(long, default_value_t = 600, value_name = "SECS")]
+    #[arg(
+        long,
+        default_value_t = 600,
+        value_name = "SECS",
+        env = "MCPCTL_IDLE_TIMEOUT"
+    )]
     pub(crate) idle_timeout: u64,
     /// The largest request body accepted, in bytes.
-    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
+    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES", env = "MCPCTL_MAX_BODY_BYTES")]
     pub(crate) max_body_bytes: usize,
     /// How many bytes of SSE events each session keeps for a client that resumes a broken
     /// stream (`Last-Event-ID`); the oldest go first. An answer longer than this is not kept:
     /// a client that lost it and resumes gets an error for its request instead (0 keeps
     /// nothing).
-    #[arg(long, default_value_t = HttpOptions::default().event_store_bytes, value_name = "BYTES")]
+    #[arg(long, default_value_t = HttpOptions::default().event_store_bytes, value_name = "BYTES", env = "MCPCTL_EVENT_STORE_BYTES")]
     pub(crate) event_store_bytes: usize,
     /// How many threads run sessions (the async runtime's workers). Default: one per CPU core
     /// (or `TOKIO_WORKER_THREADS`). One thread hands each message from task to task without
     /// waking another thread: on 2 cores shared with the upstreams, 36-41% less CPU per call
-    /// for `default` and HTTP upstreams, at the same throughput at 32 sessions (BENCHMARKS.md,
-    /// `threads` and `bodytask`). More threads are for cores the proxy has to itself.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    /// for `default` and HTTP upstreams, at the same throughput at 32 sessions. More
+    /// threads are for cores the proxy has to itself.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..), env = "MCPCTL_THREADS")]
     pub(crate) threads: Option<u16>,
     #[command(flatten)]
     pub(crate) store: Box<StoreArgs>,
@@ -87,15 +117,41 @@ pub(crate) struct ServeArgs {
 #[derive(Debug, clap::Args)]
 #[command(next_help_heading = "Replicas")]
 pub(crate) struct StoreArgs {
-    /// Keep sessions in this shared store (`redis://HOST:PORT[/DB]`, Redis or Valkey), so any
-    /// replica serving the same project with the same store serves any session. Default:
-    /// sessions live in this process.
-    #[arg(long, value_name = "URL")]
+    /// Keep sessions in this shared store (`redis://HOST:PORT[/DB]`, `rediss://` for TLS;
+    /// Redis or Valkey), so any replica serving the same project with the same store serves
+    /// any session. Needs --state-key-file: every record in the store is authenticated with
+    /// it. Default: sessions live in this process.
+    #[arg(long, value_name = "URL", env = "MCPCTL_STORE", hide_env_values = true)]
     pub(crate) store: Option<String>,
+    /// With a `rediss://` --store: check the server's certificate against the authorities in
+    /// this PEM file instead of the system's roots.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "store",
+        env = "MCPCTL_STORE_CA_FILE"
+    )]
+    pub(crate) store_ca_file: Option<PathBuf>,
+    /// With a `rediss://` --store: present this client certificate chain (PEM) to the server.
+    #[arg(long, value_name = "FILE", requires_all = ["store", "store_key_file"], env = "MCPCTL_STORE_CERT_FILE")]
+    pub(crate) store_cert_file: Option<PathBuf>,
+    /// The private key (PEM) of --store-cert-file.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "store_cert_file",
+        env = "MCPCTL_STORE_KEY_FILE"
+    )]
+    pub(crate) store_key_file: Option<PathBuf>,
     /// With --store: seconds this replica keeps its copy of a session (and that session's
     /// upstream) without a request; the session lives on in the store for --idle-timeout and
     /// any replica restores it. Default: --idle-timeout.
-    #[arg(long, value_name = "SECS", requires = "store")]
+    #[arg(
+        long,
+        value_name = "SECS",
+        requires = "store",
+        env = "MCPCTL_REPLICA_IDLE_TIMEOUT"
+    )]
     pub(crate) replica_idle_timeout: Option<u64>,
 }
 
@@ -105,16 +161,26 @@ pub(crate) struct StoreArgs {
 pub(crate) struct AdminArgs {
     /// Serve the admin API, web UI (/ui/) and /metrics on this address (loopback unless
     /// --admin-listen-public). Needs --admin-tokens.
-    #[arg(long, value_name = "ADDR", requires = "admin_tokens")]
+    #[arg(
+        long,
+        value_name = "ADDR",
+        requires = "admin_tokens",
+        env = "MCPCTL_ADMIN_LISTEN"
+    )]
     pub(crate) admin_listen: Option<SocketAddr>,
     /// The admin tokens, in the --tokens format (`SUBJECT TOKEN` or `SUBJECT sha256:HEX` per
     /// line), read again whenever the file changes.
-    #[arg(long, value_name = "FILE", requires = "admin_listen")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "admin_listen",
+        env = "MCPCTL_ADMIN_TOKENS"
+    )]
     pub(crate) admin_tokens: Option<PathBuf>,
     /// Let --admin-listen be a non-loopback address. The admin API can end sessions, call
     /// tools and rewrite the store, and it speaks plain HTTP: put it on another host only
     /// behind a TLS-terminating proxy or a private network.
-    #[arg(long, requires = "admin_listen")]
+    #[arg(long, requires = "admin_listen", env = "MCPCTL_ADMIN_LISTEN_PUBLIC")]
     pub(crate) admin_listen_public: bool,
 }
 
@@ -123,40 +189,55 @@ pub(crate) struct AdminArgs {
 #[command(next_help_heading = "Identity and TLS")]
 pub(crate) struct IdentityArgs {
     /// Serve HTTPS with this certificate chain (PEM, the server's own certificate first).
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        env = "MCPCTL_TLS_CERT"
+    )]
     pub(crate) tls_cert: Option<PathBuf>,
     /// The private key of --tls-cert (PEM: PKCS#8, RSA or EC).
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_cert",
+        env = "MCPCTL_TLS_KEY"
+    )]
     pub(crate) tls_key: Option<PathBuf>,
     /// Ask clients for TLS certificates issued by this CA (PEM) and identify them by the
     /// certificate's subject (mTLS). Required, unless --tokens or a JWT key is also given.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_cert",
+        env = "MCPCTL_CLIENT_CA"
+    )]
     pub(crate) client_ca: Option<PathBuf>,
     /// Accept the bearer tokens in this file: one `SUBJECT TOKEN` (or `SUBJECT sha256:HEX`) per
     /// line. Read again whenever it changes: removing a line revokes that token at once.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "MCPCTL_TOKENS")]
     pub(crate) tokens: Option<PathBuf>,
     /// Accept JWTs signed with HS256/384/512 with the secret in this file (at least 32 bytes;
     /// a trailing newline is not part of it).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "MCPCTL_JWT_SECRET_FILE")]
     pub(crate) jwt_secret_file: Option<PathBuf>,
     /// Accept JWTs signed by the key in this file: a PEM public key (RSA, EC P-256/P-384,
     /// Ed25519) or a JWK set (repeatable).
-    #[arg(long = "jwt-key", value_name = "FILE")]
+    #[arg(long = "jwt-key", value_name = "FILE", env = "MCPCTL_JWT_KEY")]
     pub(crate) jwt_keys: Vec<PathBuf>,
     /// Require JWTs to carry this issuer (`iss`).
-    #[arg(long, value_name = "ISSUER")]
+    #[arg(long, value_name = "ISSUER", env = "MCPCTL_JWT_ISSUER")]
     pub(crate) jwt_issuer: Option<String>,
     /// Require JWTs to carry this audience (`aud`).
-    #[arg(long, value_name = "AUDIENCE")]
+    #[arg(long, value_name = "AUDIENCE", env = "MCPCTL_JWT_AUDIENCE")]
     pub(crate) jwt_audience: Option<String>,
     /// The JWT claim that names the client. Default: the project's `auth.jwt.subjectClaim`,
     /// else `sub`.
-    #[arg(long, value_name = "CLAIM")]
+    #[arg(long, value_name = "CLAIM", env = "MCPCTL_JWT_SUBJECT_CLAIM")]
     pub(crate) jwt_subject_claim: Option<String>,
     /// Seconds of clock skew allowed on JWTs' `exp` and `nbf`. Default: the project's
     /// `auth.jwt.leeway`, else 60.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", env = "MCPCTL_JWT_LEEWAY")]
     pub(crate) jwt_leeway: Option<u64>,
 }
 
@@ -330,6 +411,10 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             args.max_sessions_per_principal,
         ),
         ("--max-connections", Some(args.max_connections)),
+        (
+            "--max-connections-per-address",
+            args.max_connections_per_address,
+        ),
     ] {
         if value == Some(0) {
             bail!("{flag} must be at least 1 (0 would refuse every client)");
@@ -345,6 +430,9 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     options = options.event_store(events, args.event_store_bytes);
     if let Some(secs) = args.store.replica_idle_timeout {
         options.replica_idle_timeout = Some(Duration::from_secs(secs));
+    }
+    if let Some(quota) = args.max_connections_per_address {
+        options = options.max_connections_per_address(quota);
     }
     if let Some(quota) = args.max_sessions_per_principal {
         options = options.max_sessions_per_principal(quota);
@@ -367,6 +455,14 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| "adhoc".to_owned());
     let store_url = args.store.store.as_deref().map(store_url).transpose()?;
+    // Derived once, here: every replica's records are authenticated with it.
+    let store_trust = match &store_url {
+        Some(_) => Some(store_trust(
+            &args.store,
+            args.proxy.state_key_file.as_deref(),
+        )?),
+        None => None,
+    };
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if let Some(threads) = args.threads {
         runtime.worker_threads(threads.into());
@@ -378,15 +474,21 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     // With a shared store, replicas of a project share its configuration
     // (`crate::live::shared`): the newest generation is in this replica's store before the
     // proxy is built from it.
-    let shared_config = match (&store_url, &args.proxy.project) {
-        (Some(url), Some(project)) => {
-            Some(runtime.block_on(take_shared_config(url, project, &Store::from_env()?))?)
+    let shared_config = match (&store_url, &store_trust, &args.proxy.project) {
+        (Some(url), Some(trust), Some(project)) => {
+            Some(runtime.block_on(take_shared_config(url, project, &Store::from_env()?, trust))?)
         }
         _ => None,
     };
     // A project's proxy follows changes to the store (`crate::live`).
     let proxy_args = std::sync::Arc::new(args.proxy);
     let (proxy, reloader) = crate::live::Reloader::start(proxy_args.clone(), tap)?;
+    let probe_store = stored.as_ref().map(|p| (Store::from_env(), p.name.clone()));
+    options = options.readiness(readiness(
+        proxy_args.clone(),
+        reloader.as_ref().map(|r| r.live().clone()),
+        probe_store.and_then(|(store, name)| Some((store.ok()?, name))),
+    ));
     let _watch = reloader.clone().and_then(crate::live::watch::start);
     let sharing = shared_config.zip(reloader.clone());
     let admin = admin.map(|admin| admin.with_factory(proxy_args, reloader));
@@ -398,15 +500,17 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             // Fail at start, not at the first client, when the issuer cannot be read.
             keys.load().await?;
         }
-        if let Some(url) = &store_url {
-            options = options.shared_store(shared_store(url, &namespace).await?);
+        if let (Some(url), Some(trust)) = (&store_url, &store_trust) {
+            options = options.shared_store(shared_store(url, &namespace, trust).await?);
         }
+        // The admin listener accepts the hosts and origins the MCP front does.
+        let guard = mcp_middleware::http::Guard::new(&options);
         let server = proxy.serve_http(options).await?;
         // The one line a person (or a test harness) starting it needs: the URL, with the port
         // when `--listen` said 0.
-        eprintln!("listening on {}", server.url());
+        crate::cli::say("INFO", &format!("listening on {}", server.url()));
         let admin = match admin {
-            Some(admin) => Some(admin.start(server.sessions()).await?),
+            Some(admin) => Some(admin.start(server.sessions(), guard).await?),
             None => None,
         };
         let mut stopped = Ok(());
@@ -425,16 +529,120 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
-/// `--store URL` checked (a `redis://` or `valkey://` URL) and spelled as the `redis` crate
-/// reads it.
+/// What `/readyz` checks beyond the shared store: a session of its own through the same proxy
+/// (started at the first probe and kept, as the admin session is) answers `ping`, so the
+/// upstreams start and answer; and, for a project with several servers, none of them is
+/// recorded as down. The pings are requests like any other: observers (`audit`) see them, as
+/// the local user.
+fn readiness(
+    args: std::sync::Arc<ProxyArgs>,
+    live: Option<mcp_middleware::live::Live>,
+    project: Option<(Store, String)>,
+) -> mcp_middleware::http::Readiness {
+    use mcp_middleware::http::NotReady;
+    use mcp_middleware::jsonrpc::{UPSTREAM_BACKLOG, UPSTREAM_UNAVAILABLE};
+    const GENERIC: &str = "an upstream is not running";
+    let factory: crate::admin::view::ProxyFactory =
+        std::sync::Arc::new(move || crate::proxy::build_following(&args, None, live.clone()));
+    let probe = std::sync::Arc::new(crate::admin::view::View::new(factory));
+    let project = std::sync::Arc::new(project);
+    mcp_middleware::http::Readiness::new(move || {
+        let (probe, project) = (probe.clone(), project.clone());
+        async move {
+            use crate::admin::view::ViewError;
+            match probe.request("ping", serde_json::json!({})).await {
+                Ok(_) => {}
+                // The proxy's own errors for an upstream that is not there: -32001
+                // unavailable, -32002 timeout, -32003 backlog. An upstream that answers, even
+                // "method not found", is running.
+                Err(ViewError::Rpc { code, message })
+                    if (UPSTREAM_BACKLOG..=UPSTREAM_UNAVAILABLE).contains(&code) =>
+                {
+                    return Err(NotReady::new(message, GENERIC));
+                }
+                Err(ViewError::Rpc { .. }) => {}
+                Err(ViewError::Start(why)) => {
+                    return Err(NotReady::new(
+                        format!("the proxy cannot start: {why}"),
+                        GENERIC,
+                    ));
+                }
+                Err(ViewError::Gone(what)) => {
+                    return Err(NotReady::new(
+                        format!("the readiness session {what}"),
+                        GENERIC,
+                    ));
+                }
+            }
+            let Some((store, name)) = project.as_ref() else {
+                return Ok(());
+            };
+            match down_server(store, name) {
+                Some((server, why)) => Err(NotReady::new(
+                    format!("upstream `{server}` is not running: {why}"),
+                    GENERIC,
+                )),
+                None => Ok(()),
+            }
+        }
+    })
+}
+
+/// The first server the project's status file records as down, and why.
+fn down_server(store: &Store, project: &str) -> Option<(String, String)> {
+    let text = std::fs::read_to_string(crate::proxy::status_file(store, project)).ok()?;
+    let states: Vec<serde_json::Value> = serde_json::from_str(&text).ok()?;
+    states.iter().find_map(|state| {
+        (state.get("state")?.as_str()? == "down").then(|| {
+            let name = state.get("name").and_then(|n| n.as_str()).unwrap_or("?");
+            let why = state
+                .get("reason")
+                .and_then(|r| r.as_str())
+                .unwrap_or("down");
+            (name.to_owned(), why.to_owned())
+        })
+    })
+}
+
+/// `--store URL` checked (a `redis://`, `rediss://`, `valkey://` or `valkeys://` URL) and
+/// spelled as the `redis` crate reads it.
 fn store_url(url: &str) -> anyhow::Result<String> {
-    if !(url.starts_with("redis://") || url.starts_with("valkey://")) {
+    let known = ["redis://", "rediss://", "valkey://", "valkeys://"];
+    if !known.iter().any(|scheme| url.starts_with(scheme)) {
         bail!(
-            "--store: `{}` is not a redis:// URL",
+            "--store: `{}` is not a redis:// or rediss:// URL",
             mcp_middleware::shared_store::redact(url)
         );
     }
-    Ok(url.replacen("valkey://", "redis://", 1))
+    Ok(url
+        .replacen("valkeys://", "rediss://", 1)
+        .replacen("valkey://", "redis://", 1))
+}
+
+/// How this replica trusts the store: the key derived from --state-key-file (required: a
+/// store anyone could write to without it would configure every replica) and the TLS files.
+fn store_trust(
+    args: &StoreArgs,
+    key_file: Option<&Path>,
+) -> anyhow::Result<mcp_middleware::shared_store::StoreTrust> {
+    use mcp_middleware::shared_store::{StoreKey, StoreTrust};
+    let Some(key_file) = key_file else {
+        bail!(
+            "--store needs --state-key-file FILE: the replicas authenticate everything they \
+             write to the store (configuration, sessions) with the secret in FILE (32 bytes or \
+             more, the same file for every replica; e.g. `head -c 32 /dev/urandom > FILE`)"
+        );
+    };
+    let key = StoreKey::from_file(key_file)
+        .with_context(|| format!("--state-key-file {}", key_file.display()))?;
+    let mut trust = StoreTrust::new(key);
+    if let Some(ca) = &args.store_ca_file {
+        trust = trust.ca_file(ca);
+    }
+    if let (Some(cert), Some(key)) = (&args.store_cert_file, &args.store_key_file) {
+        trust = trust.client_identity(cert, key);
+    }
+    Ok(trust)
 }
 
 /// The shared store `--store URL` names, connected (it must answer now).
@@ -442,8 +650,9 @@ fn store_url(url: &str) -> anyhow::Result<String> {
 async fn shared_store(
     url: &str,
     namespace: &str,
+    trust: &mcp_middleware::shared_store::StoreTrust,
 ) -> anyhow::Result<mcp_middleware::shared_store::SharedStore> {
-    mcp_middleware::shared_store::SharedStore::redis(url, namespace)
+    mcp_middleware::shared_store::SharedStore::redis(url, namespace, trust)
         .await
         .context("--store")
 }
@@ -455,13 +664,19 @@ async fn take_shared_config(
     url: &str,
     project: &str,
     store: &Store,
+    trust: &mcp_middleware::shared_store::StoreTrust,
 ) -> anyhow::Result<mcp_middleware::shared_store::SharedConfig> {
-    crate::live::shared::take_newest_at_start(url, project, store).await
+    crate::live::shared::take_newest_at_start(url, project, store, trust).await
 }
 
 /// Without the `redis` feature there is no shared store to take a configuration from.
 #[cfg(not(feature = "redis"))]
-async fn take_shared_config(_url: &str, _project: &str, _store: &Store) -> anyhow::Result<()> {
+async fn take_shared_config(
+    _url: &str,
+    _project: &str,
+    _store: &Store,
+    _trust: &mcp_middleware::shared_store::StoreTrust,
+) -> anyhow::Result<()> {
     bail!("--store needs an mcpctl built with the `redis` feature")
 }
 
@@ -482,6 +697,7 @@ fn share_config((): (), _reloader: std::sync::Arc<crate::live::Reloader>) {}
 async fn shared_store(
     _url: &str,
     _namespace: &str,
+    _trust: &mcp_middleware::shared_store::StoreTrust,
 ) -> anyhow::Result<mcp_middleware::shared_store::SharedStore> {
     bail!("--store needs an mcpctl built with the `redis` feature")
 }

@@ -354,9 +354,12 @@ fn a_session_ended_by_the_admin_is_gone_for_its_client() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["id"] == id.as_str())
+        .find(|s| s["clientName"] == "admin-test-client")
         .expect("the session is listed")
         .clone();
+    // Listed by its log digest, not by the id that uses it.
+    let digest = listed["id"].as_str().expect("an id").to_owned();
+    assert!(digest.starts_with("http-") && digest != id, "{listed}");
     assert_eq!(listed["clientName"], "admin-test-client");
     assert_eq!(listed["clientVersion"], "7.1");
     assert_eq!(listed["model"], "audit");
@@ -376,14 +379,14 @@ fn a_session_ended_by_the_admin_is_gone_for_its_client() {
         http(
             &served.admin,
             "DELETE",
-            &format!("/api/sessions/{id}"),
+            &format!("/api/sessions/{digest}"),
             &[],
             ""
         )
         .status,
         401
     );
-    let ended = admin(&served, "DELETE", &format!("/api/sessions/{id}"));
+    let ended = admin(&served, "DELETE", &format!("/api/sessions/{digest}"));
     assert_eq!(ended.status, 200, "{}", ended.body);
     let after = mcp(
         &served,
@@ -392,7 +395,7 @@ fn a_session_ended_by_the_admin_is_gone_for_its_client() {
     );
     assert_eq!(after.status, 404, "{}", after.body);
     assert_eq!(
-        admin(&served, "DELETE", &format!("/api/sessions/{id}")).status,
+        admin(&served, "DELETE", &format!("/api/sessions/{digest}")).status,
         404
     );
     let sessions = admin(&served, "GET", "/api/sessions").json();
@@ -401,7 +404,7 @@ fn a_session_ended_by_the_admin_is_gone_for_its_client() {
             .as_array()
             .unwrap()
             .iter()
-            .all(|s| s["id"] != id.as_str())
+            .all(|s| s["id"] != digest.as_str())
     );
 }
 
@@ -494,6 +497,13 @@ fn metrics_count_real_calls() {
         );
         assert_eq!(answer.status, 200);
     }
+    // The scripted upstream has no prompts: a JSON-RPC error, labelled with its code.
+    let failed = mcp(
+        &served,
+        Some(&id),
+        &json!({"jsonrpc": "2.0", "id": 20, "method": "prompts/get", "params": {"name": "review"}}),
+    );
+    assert_eq!(failed.status, 200);
     let text = admin(&served, "GET", "/metrics").body;
     let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
         .expect("Prometheus text");
@@ -525,6 +535,37 @@ fn metrics_count_real_calls() {
         })
         .unwrap();
     assert_eq!(sample.labels.get("server"), Some("python3"));
+    // The OpenTelemetry MCP conventions' attributes: the tool, and no error.
+    assert_eq!(
+        sample.labels.get("gen_ai_tool_name"),
+        Some("echo"),
+        "{text}"
+    );
+    assert_eq!(sample.labels.get("error_type"), Some(""), "{text}");
+    let failed = scrape
+        .samples
+        .iter()
+        .find(|s| {
+            s.metric == "mcp_requests_total"
+                && s.labels.get("mcp_method_name") == Some("prompts/get")
+        })
+        .unwrap_or_else(|| panic!("no prompts/get counter:\n{text}"));
+    assert_eq!(failed.labels.get("gen_ai_prompt_name"), Some("review"));
+    assert_eq!(failed.labels.get("outcome"), Some("error"));
+    assert!(
+        failed
+            .labels
+            .get("error_type")
+            .is_some_and(|code| code.parse::<i64>().is_ok_and(|c| c < 0)),
+        "a JSON-RPC error code: {text}"
+    );
+    assert!(
+        scrape
+            .samples
+            .iter()
+            .any(|s| s.metric == "mcpctl_build_info" && s.labels.get("version").is_some()),
+        "{text}"
+    );
     match value("mcp_server_operation_duration_seconds", "tools/call") {
         Some(prometheus_parse::Value::Histogram(buckets)) => {
             assert_eq!(buckets.last().map(|b| b.count), Some(3.0), "{text}");

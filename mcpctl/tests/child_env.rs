@@ -1,4 +1,4 @@
-//! End to end: what an upstream child's environment holds (SPEC S2), read back through
+//! End to end: what an upstream child's environment holds, read back through
 //! server-everything's `get-env` tool, called through `mcpctl client` (which runs `mcpctl proxy`
 //! as its child) for a project and for an ad-hoc command.
 

@@ -1,4 +1,4 @@
-//! Cut-through on stdio (issue 13, item 6): `mcpctl proxy` forwards an unhooked large answer
+//! Cut-through on stdio: `mcpctl proxy` forwards an unhooked large answer
 //! while it arrives. The real binary, a client on pipes that reads raw bytes, and the scripted
 //! upstream (`tests/fixtures/scripted_upstream.py`), whose `big_paused` writes half of a
 //! multi-MB answer line and then waits, mid-line, until the test opens and closes a FIFO.

@@ -1,4 +1,4 @@
-//! Cut-through over HTTP (issue 13, item 6): `mcpctl serve` forwards an unhooked large answer
+//! Cut-through over HTTP: `mcpctl serve` forwards an unhooked large answer
 //! on its request's SSE stream while the upstream is still writing it. The real binary, a raw
 //! HTTP/1.1 client (`mcp-middleware/tests/support/http_client.rs`, which reads the body as it
 //! arrives) and the scripted upstream (`tests/fixtures/scripted_upstream.py`), whose

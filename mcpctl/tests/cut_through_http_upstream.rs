@@ -1,4 +1,4 @@
-//! Cut-through from an HTTP upstream (issue 13): a large answer of a streamable HTTP server, as
+//! Cut-through from an HTTP upstream: a large answer of a streamable HTTP server, as
 //! a JSON body or as an SSE event (what the SDKs' servers send), reaches the client, over HTTP
 //! (`mcpctl serve --url`) and over stdio (`mcpctl proxy --url`), while the server is still
 //! sending it; one that breaks off or passes the limit half-way ends in an error for its

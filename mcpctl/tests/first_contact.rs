@@ -1,4 +1,4 @@
-//! What a newcomer meets first (issue 19): no panic on a closed stdout, answers to what was
+//! What a newcomer meets first: no panic on a closed stdout, answers to what was
 //! piped in before stdin closed, a local identity without `$USER`, one-line warnings, every
 //! wrong document reported at once, and clear refusals (deleting a proxy model, a gated call).
 //! Each drives the real `mcpctl` binary.

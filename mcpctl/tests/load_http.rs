@@ -1,4 +1,4 @@
-//! Load through `mcpctl serve` (SPEC Q2, T2): 100 concurrent HTTP sessions, each with its own
+//! Load through `mcpctl serve`: 100 concurrent HTTP sessions, each with its own
 //! upstream (the scripted upstream, a real child process per session), 200 tool calls each
 //! over two keep-alive connections. Every reply must carry its request's id and the session's
 //! and call's own token (nothing lost, nothing misrouted), each session's upstream must have
@@ -58,6 +58,9 @@ fn serve(lifeline: &std::path::Path) -> Served {
             // A hundred anonymous sessions from one address: past the default quota of 32.
             "--max-sessions-per-principal",
             "256",
+            // And two connections each: past the default of 64 connections per address.
+            "--max-connections-per-address",
+            "1024",
             "--",
             "python3",
             "-u",

@@ -1,4 +1,4 @@
-//! OpenTelemetry traces end to end (SPEC Q4; README, "Traces (OpenTelemetry)"): the real
+//! OpenTelemetry traces end to end: the real
 //! `mcpctl proxy` (stdio) and `mcpctl serve` (HTTP) in front of the scripted upstream, with
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` pointing at an OTLP/HTTP receiver this test runs (hyper,
 //! decoding `ExportTraceServiceRequest` with `opentelemetry-proto`). Checked: one SERVER span

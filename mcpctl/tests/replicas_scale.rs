@@ -1,4 +1,4 @@
-//! Issue 15's scale run (SPEC T8): 100 sessions x 200 calls spread over three `mcpctl serve
+//! The replicas' scale run: 100 sessions x 200 calls spread over three `mcpctl serve
 //! --store redis://...` replicas of one project behind a round-robin balancer without
 //! affinity, with none lost or misrouted.
 //!
@@ -172,6 +172,11 @@ impl Drop for Replica {
 }
 
 fn replica(home: &home::Home, store: &str) -> Replica {
+    // The secret the replicas authenticate the store's records with: the same for all.
+    let key = home.write(
+        "store.key",
+        "a secret of at least thirty-two bytes, for the replicas",
+    );
     let mut child = home
         .command(&[
             "serve",
@@ -180,10 +185,15 @@ fn replica(home: &home::Home, store: &str) -> Replica {
             "127.0.0.1:0",
             "--store",
             store,
-            // Every session of this test comes from 127.0.0.1: room for all on every replica.
+            "--state-key-file",
+            key.to_str().expect("a UTF-8 path"),
+            // Every session (and every connection the balancer pools) of this test comes from
+            // 127.0.0.1: room for all on every replica.
             "--max-sessions",
             "512",
             "--max-sessions-per-principal",
+            "512",
+            "--max-connections-per-address",
             "512",
         ])
         .stdout(Stdio::null())

@@ -1,4 +1,4 @@
-//! Robustness of `mcpctl proxy` on stdio (SPEC P8, Q2): the real binary, a client over pipes
+//! Robustness of `mcpctl proxy` on stdio: the real binary, a client over pipes
 //! that reads only when the test says so (so it can also stop reading), and the scripted
 //! upstream (`tests/fixtures/scripted_upstream.py`) made to die, hang, flood and write garbage.
 //!

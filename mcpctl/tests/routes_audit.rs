@@ -1,5 +1,5 @@
-//! End to end through the `mcpctl` binary: a project's routes (SPEC P7) applied by
-//! `mcpctl proxy PROJECT`, and the audit model (M5) writing a log that `mcpctl audit verify`
+//! End to end through the `mcpctl` binary: a project's routes applied by
+//! `mcpctl proxy PROJECT`, and the audit model writing a log that `mcpctl audit verify`
 //! checks, then finds tampered with.
 
 #[path = "support/home.rs"]

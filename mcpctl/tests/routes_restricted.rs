@@ -382,6 +382,53 @@ async fn restricted_tools_for_several_callers_at_once_over_http() {
     assert_eq!(outcome("jwt:dave", "rejected"), 2, "{calls:?}");
 }
 
+/// Authority follows the credential: a session opened with a token that holds a scope is
+/// narrowed from the next request that presents a token of the same principal without it, and
+/// widened again by one with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_narrower_token_narrows_its_principals_open_session_from_the_next_request() {
+    let home = Home::new();
+    let (upstream_log, audit_log) = project(
+        &home,
+        "narrowing",
+        "      - names: [deploy]\n        scopes: [tools:deploy]\n",
+    );
+    let mut served = Served::start(&home, "narrowing");
+    let wide = format!(
+        "Bearer {}",
+        jwt("carol", json!({"scope": "read tools:deploy"}))
+    );
+    let narrow = format!("Bearer {}", jwt("carol", json!({"scope": "read"})));
+    let mut carol = Caller::start(served.addr, wide.trim_start_matches("Bearer ")).await;
+    assert_eq!(carol.list().await, ["admin-reset", "deploy", "echo_args"]);
+    let deployed = carol.request("tools/call", r#"{"name":"deploy"}"#).await;
+    assert_eq!(deployed["result"]["content"][0]["text"], "called deploy");
+
+    carol.bearer = narrow;
+    assert_eq!(carol.list().await, ["admin-reset", "echo_args"]);
+    let refused = carol.request("tools/call", r#"{"name":"deploy"}"#).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+
+    carol.bearer = wide;
+    let deployed = carol.request("tools/call", r#"{"name":"deploy"}"#).await;
+    assert_eq!(deployed["result"]["content"][0]["text"], "called deploy");
+    served.stop();
+
+    assert_eq!(upstream_calls(&upstream_log), 2);
+    let outcomes: Vec<String> = audited_calls(&audit_log)
+        .into_iter()
+        .map(|(principal, target, outcome)| format!("{principal} {target} {outcome}"))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            "jwt:carol deploy ok",
+            "jwt:carol deploy rejected",
+            "jwt:carol deploy ok"
+        ]
+    );
+}
+
 #[test]
 fn restricted_tools_on_stdio_follow_the_local_principal() {
     let home = Home::new();

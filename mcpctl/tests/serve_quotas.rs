@@ -1,4 +1,4 @@
-//! Quotas of `mcpctl serve` (SPEC S3), end to end: the real binary in front of the scripted
+//! Quotas of `mcpctl serve`, end to end: the real binary in front of the scripted
 //! upstream (a child process per session), driven over HTTP by a raw client with bearer tokens
 //! from a token file. A principal at its `--max-sessions-per-principal` gets `503` with
 //! `Retry-After` and an error naming the flag, while another principal still gets sessions;
@@ -430,7 +430,14 @@ async fn an_idle_session_that_is_ended_gives_its_place_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_past_the_limit_is_answered_503_and_closed() {
-    let served = Served::start(&["--max-connections", "2"]);
+    // One client address here: its own quota (by default a quarter of the limit) above the
+    // limit, so the limit is what is reached.
+    let served = Served::start(&[
+        "--max-connections",
+        "2",
+        "--max-connections-per-address",
+        "8",
+    ]);
     let addr = served.addr;
     // Two connections held open, each having been served (so each is counted).
     let mut held = Vec::new();
@@ -492,6 +499,7 @@ fn a_zero_quota_is_one_clear_error() {
         "--max-sessions",
         "--max-sessions-per-principal",
         "--max-connections",
+        "--max-connections-per-address",
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_mcpctl"))
             .args(["serve", "--listen", "127.0.0.1:0", "--model", "passthrough"])
@@ -544,6 +552,8 @@ fn over_https_a_connection_past_the_limit_is_answered_503_too() {
     let served = Served::start(&[
         "--max-connections",
         "1",
+        "--max-connections-per-address",
+        "8",
         "--tls-cert",
         &fixture("server.pem"),
         "--tls-key",

@@ -1,4 +1,4 @@
-//! `mcpctl serve --threads N` (SPEC Q2): the real binary in front of the scripted upstream (a
+//! `mcpctl serve --threads N`: the real binary in front of the scripted upstream (a
 //! child process per session) runs its sessions on N worker threads. Each proxy serves a session
 //! and a tool call over HTTP; then the processes' thread counts (`/proc/PID/task`) differ by
 //! exactly the difference in N, the only thing that differs between them. `--threads 0` is

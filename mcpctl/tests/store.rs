@@ -134,7 +134,11 @@ fn apply_get_describe_edit_delete_round_trip() {
     home.run(&["delete", "server", "files"]).fails(3);
     home.run(&["edit", "project", "demo", "--add-server", "x"])
         .fails(3);
-    assert_eq!(home.files(), vec![".lock"], "nothing left but the lock");
+    assert_eq!(
+        home.files(),
+        vec![".lock", "revision"],
+        "nothing left but the lock and the revision"
+    );
 }
 
 #[test]
@@ -401,7 +405,7 @@ fn writes_are_atomic_and_a_killed_writers_leftovers_are_swept() {
         .unwrap();
     assert_eq!(
         home.files(),
-        vec![".lock", "servers/a.yaml", "servers/b.yaml"],
+        vec![".lock", "revision", "servers/a.yaml", "servers/b.yaml"],
         "the next writer removed it"
     );
 }

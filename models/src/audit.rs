@@ -1,4 +1,4 @@
-//! `audit` (SPEC M5): a tamper-evident log of every request, as an observer.
+//! `audit`: a tamper-evident log of every request, as an observer.
 
 use std::time::SystemTime;
 

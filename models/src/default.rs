@@ -1,4 +1,4 @@
-//! `default` (SPEC M6): `gate`, then `paginate`; the model `gated: true` maps to.
+//! `default`: `gate`, then `paginate`; the model `gated: true` maps to.
 
 use mcp_middleware::proxy_model;
 

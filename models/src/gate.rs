@@ -1,4 +1,4 @@
-//! `gate` (SPEC M2): a session opens only once the model says what it is doing.
+//! `gate`: a session opens only once the model says what it is doing.
 
 use mcp_middleware::proxy_model;
 

@@ -1,4 +1,4 @@
-//! The stock proxy models of mcp-middleware (SPEC M1-M7), one file each, each a `#[proxy_model]`
+//! The stock proxy models of mcp-middleware, one file each, each a `#[proxy_model]`
 //! module re-exported at the crate root (`mcp_middleware_models::passthrough`).
 //!
 //! The content models, [`paginate`] and [`section_split`], implement only `transform_content`
@@ -23,7 +23,7 @@
 //! [`summarize`] replaces large tool results with a summary from `ctx.llm()` and keeps the
 //! original readable through `paginate`'s `read_page`.
 //!
-//! [`audit`] only observes (SPEC F5), so it composes with any model; [`audit_log`] reads and
+//! [`audit`] only observes, so it composes with any model; [`audit_log`] reads and
 //! checks the logs it writes.
 //!
 //! Linking this crate registers every model in it; [`all`] names them so a binary can refer to
@@ -37,7 +37,7 @@ use mcp_middleware::ProxyModel;
 // the plain names at the root.
 #[path = "audit.rs"]
 mod audit_file;
-// Code mode (SPEC M7): behind the `codemode` feature, since it embeds a JavaScript engine.
+// Code mode: behind the `codemode` feature, since it embeds a JavaScript engine.
 #[cfg(feature = "codemode")]
 #[path = "codemode/mod.rs"]
 mod codemode_file;

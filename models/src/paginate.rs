@@ -1,4 +1,4 @@
-//! `paginate` (SPEC M3): large text results come back one page at a time.
+//! `paginate`: large text results come back one page at a time.
 
 use std::sync::Arc;
 

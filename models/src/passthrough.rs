@@ -1,4 +1,4 @@
-//! `passthrough` (SPEC M1): the identity model.
+//! `passthrough`: the identity model.
 
 use mcp_middleware::proxy_model;
 

@@ -1,4 +1,4 @@
-//! `section-split` (SPEC M4): large Markdown, JSON and YAML come back as a table of contents.
+//! `section-split`: large Markdown, JSON and YAML come back as a table of contents.
 
 use std::sync::Arc;
 

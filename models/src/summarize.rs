@@ -1,4 +1,4 @@
-//! `summarize` (SPEC M8): large text results of tool calls come back as a summary from
+//! `summarize`: large text results of tool calls come back as a summary from
 //! `ctx.llm()`, with the original readable through `read_page`.
 
 use std::time::Duration;

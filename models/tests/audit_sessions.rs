@@ -1,4 +1,4 @@
-//! The audit model (SPEC M5) through the real proxy: several sessions of one process append to
+//! The audit model through the real proxy: several sessions of one process append to
 //! one log, concurrently, and the chain stays whole; what each record says.
 
 #![allow(missing_docs)]

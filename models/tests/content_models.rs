@@ -1,4 +1,4 @@
-//! The content models (SPEC M3 paginate, M4 section-split) through the real proxy, in front of
+//! The content models (paginate, section-split) through the real proxy, in front of
 //! the content upstream (`tests/fixtures/content_upstream.py`, a child process over stdio), and
 //! the `transform_content` pipeline of composed content models.
 //!

@@ -1,4 +1,4 @@
-//! The gate model (SPEC M2) through the real proxy, in front of the scripted upstream (a child
+//! The gate model through the real proxy, in front of the scripted upstream (a child
 //! process over stdio), with a project's prompts.
 
 #![allow(missing_docs)]

@@ -115,8 +115,11 @@ def main() -> None:
         (root / "redis").mkdir()
         redis = BenchRedis(root / "redis")
         serve = [BINARY, "serve", "shared", "--listen", "127.0.0.1:0"]
+        # `--store` needs the replicas' shared secret: the store's records are authenticated with it.
+        (root / "store.key").write_bytes(os.urandom(32))
+        stored = [*serve, "--store", redis.url, "--state-key-file", str(root / "store.key")]
         try:
-            with ServedProcess(serve, env) as local, ServedProcess([*serve, "--store", redis.url], env) as shared, \
+            with ServedProcess(serve, env) as local, ServedProcess(stored, env) as shared, \
                     httpx2.Client(timeout=30) as http:
                 targets = {"in-process": (local.url or "", session(http, local.url or "")),
                            "--store redis": (shared.url or "", session(http, shared.url or ""))}

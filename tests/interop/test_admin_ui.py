@@ -2,8 +2,10 @@
 selenium through /usr/bin/chromedriver, so nothing downloads a driver): the real `mcpctl serve
 --admin-listen` in front of the reference server, with an official Python SDK client holding a
 session over HTTP. Log in, see the servers, search a tool, call `echo` through its form and see
-the answer, end the client's session. Screenshots go to a temporary directory, or to
-docs/screenshots/ (the README's) with `UPDATE_SCREENSHOTS=1`.
+the answer, end the client's session; and in front of a server whose tools' input schemas are
+odd (`"enum": "fast"`, properties that are a list), the Tools view still draws every tool.
+Screenshots go to a temporary directory, or to
+docs/screenshots/ (the guide's admin page shows them) with `UPDATE_SCREENSHOTS=1`.
 
 It runs once, in the suite's direct pass: the proxy modes of the suite (`MCP_PROXY`,
 `MCP_HTTP_PROXY`) do not change what it tests.
@@ -14,10 +16,12 @@ Finds `mcpctl` in the workspace's target directory (`scripts/cargo-target-dir`, 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -57,13 +61,18 @@ pytestmark = [
 
 @pytest.fixture
 def served():
+    yield from serving("node", str(SERVER_JS), "stdio")
+
+
+def serving(*upstream: str):
+    """`mcpctl serve` with the admin listener in front of `upstream`: yields the URLs."""
     home = tempfile.mkdtemp(prefix="mcpctl-ui-")
     tokens = Path(home) / "admin-tokens"
     tokens.write_text(f"ops {TOKEN}\n")
     proc = subprocess.Popen(
         [str(BINARY), "serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
          "--admin-tokens", str(tokens), "--model", "passthrough", "--log", "info",
-         "--", "node", str(SERVER_JS), "stdio"],
+         "--", *upstream],
         env={**os.environ, "MCPCTL_HOME": home}, stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     urls: dict[str, str] = {}
@@ -197,9 +206,11 @@ def test_admin_ui_end_to_end(served, browser):
                                                     "hello from chromium"))
         browser.save_screenshot(str(SHOTS / "admin-tools.png"))
 
-        # Sessions: the SDK client's session is listed; End removes it.
+        # Sessions: the SDK client's session is listed (by its log digest, never its id);
+        # End removes it.
         browser.find_element(By.CSS_SELECTOR, 'a[data-view="sessions"]').click()
-        row = f'tr[data-session="{outcome["id"]}"]'
+        digest = "http-" + hashlib.sha256(outcome["id"].encode()).hexdigest()[:24]
+        row = f'tr[data-session="{digest}"]'
         wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, row)))
         browser.save_screenshot(str(SHOTS / "admin-sessions.png"))
         browser.find_element(By.CSS_SELECTOR, row + " button.end").click()
@@ -213,3 +224,54 @@ def test_admin_ui_end_to_end(served, browser):
         done.set()
         client.join(60)
     assert outcome.get("after") != "answered", f"the ended session still answered: {outcome}"
+
+
+#: Tools whose input schemas hold other JSON types where an object or array is expected.
+ODD_SERVER = HERE / "servers" / "odd_schema_server.py"
+ODD_TOOLS = {"fast_mode", "listed_properties", "string_property", "numbered_type", "null_properties", "plain"}
+
+
+@pytest.fixture
+def served_odd():
+    yield from serving(sys.executable, str(ODD_SERVER))
+
+
+def test_the_tools_view_draws_every_tool_whatever_its_schema(served_odd, browser):
+    """One upstream tool with `"enum": "fast"` (and others as odd) once blanked the whole Tools
+    view: every tool gets its card, what can be drawn is, the rest is a raw JSON field."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, 60)
+    browser.get(served_odd["admin"] + "/ui/?token=" + TOKEN)
+    wait.until(lambda d: "token=" not in d.current_url)
+    browser.find_element(By.CSS_SELECTOR, 'a[data-view="tools"]').click()
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "div.tool")) >= len(ODD_TOOLS)
+               or d.find_element(By.ID, "status").text)
+    drawn = {card.get_attribute("data-tool") for card in browser.find_elements(By.CSS_SELECTOR, "div.tool")}
+    assert drawn == ODD_TOOLS, f"drawn {drawn}; status: {browser.find_element(By.ID, 'status').text!r}"
+    assert browser.find_element(By.ID, "status").text == ""
+
+    def card(name: str):
+        return browser.find_element(By.CSS_SELECTOR, f'div.tool[data-tool="{name}"]')
+
+    def call(name: str, expected: str) -> None:
+        card(name).find_element(By.CSS_SELECTOR, 'button[type="submit"]').click()
+        wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, f'div.tool[data-tool="{name}"] pre.result'),
+                                                    expected))
+
+    # The string enum is the field's hint, and the field works.
+    mode = card("fast_mode").find_element(By.CSS_SELECTOR, 'input[name="mode"]')
+    assert mode.get_attribute("placeholder") == "fast"
+    mode.send_keys("fast")
+    call("fast_mode", 'fast_mode got {"mode": "fast"}')
+    # Properties that cannot be drawn as fields: one raw JSON field for the arguments.
+    raw = card("listed_properties").find_element(By.CSS_SELECTOR, 'textarea[data-type="raw"]')
+    raw.send_keys('{"a": 1}')
+    call("listed_properties", 'listed_properties got {"a": 1}')
+    # A property that is not an object is a JSON field of its own.
+    card("string_property").find_element(By.CSS_SELECTOR, 'textarea[name="x"]').send_keys('"text"')
+    call("string_property", 'string_property got {"x": "text"}')
+    card("numbered_type").find_element(By.CSS_SELECTOR, 'textarea[name="n"]')
+    call("plain", "plain got {}")

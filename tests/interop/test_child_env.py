@@ -1,4 +1,4 @@
-"""What an upstream child's environment holds (SPEC S2), read through the reference server's
+"""What an upstream child's environment holds, read through the reference server's
 `get-env` tool by the official Python client, through `mcpctl proxy PROJECT` and through
 `mcpctl proxy -- CMD` (ad hoc).
 

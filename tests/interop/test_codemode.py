@@ -1,11 +1,13 @@
-"""Code mode (SPEC M7): the `codemode` model through `mcpctl`, driven by the official Python client.
+"""Code mode: the `codemode` model through `mcpctl`, driven by the official Python client.
 
 An ad-hoc proxy of the reference server (`mcpctl proxy --model codemode -- node SERVER stdio`,
 namespace `upstream`), a project of two servers (the reference server and the scripted fixture,
 one of the reference server's tools hidden by the project's routes, plus a server that cannot
 start), and the same over streamable HTTP (`mcpctl serve`). Every test checks what the client
 gets: the four tools, `overview`, `search_tools`, `inspect`, and `execute` with its inner calls,
-logs, errors and limits; after each failure the session keeps working.
+logs, errors and limits; after each failure the session keeps working. Over HTTP, several
+sessions of one process share its limit on executes running at once; in a project's session, a
+tool hidden by a live change (`mcpctl apply`) leaves code mode at once.
 
 Needs `MCP_PROXY` (the mcpctl binary, built with the `codemode` feature, its default); without
 it the module is skipped.
@@ -30,7 +32,7 @@ if not PROXY:
 
 import anyio  # noqa: E402
 import mcp_types as types  # noqa: E402
-from conftest import BASE_TOOLS, EVENT_TIMEOUT, READ_TIMEOUT, SERVER_JS, ServedProcess, text_of  # noqa: E402
+from conftest import BASE_TOOLS, EVENT_TIMEOUT, READ_TIMEOUT, SERVER_JS, EventLog, ServedProcess, text_of  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
@@ -40,7 +42,7 @@ pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTED = ROOT / "tests" / "fixtures" / "scripted_upstream.py"
 FOUR = ["overview", "search_tools", "inspect", "execute"]
-#: Small limits so the limit tests end quickly; the defaults are documented in the README.
+#: Small limits so the limit tests end quickly; the defaults are documented in the guide (docs/src/codemode.md).
 LIMITS = [
     *("--set", "codemode.timeoutMs=3000", "--set", "codemode.memoryBytes=16777216"),
     *("--set", "codemode.maxToolCalls=5", "--set", "codemode.typeChecker=off"),
@@ -395,3 +397,79 @@ async def test_code_mode_over_http() -> None:
             assert "3" in json.dumps(value)
             assert error_of(await execute(client, "throw new TypeError('typed');")).startswith("TypeError at line 1")
             assert result_of(await execute(client, "return 'ok';")) == "ok"
+
+
+async def test_executes_over_the_process_wide_limit_wait_then_are_refused() -> None:
+    """Three sessions of one `mcpctl serve` run a spinning snippet each; the process runs one
+    sandbox at a time (`maxConcurrentExecutes=1`), so the others wait `executeQueueMs` and are
+    refused naming the field to raise; the turn comes back afterwards."""
+    limits = ["--set", "codemode.maxConcurrentExecutes=1", "--set", "codemode.executeQueueMs=100",
+              "--set", "codemode.timeoutMs=1500", "--set", "codemode.typeChecker=off"]
+    with ServedProcess(
+        [PROXY or "", "serve", "--listen", "127.0.0.1:0", "--model", "codemode", *limits,
+         "--", "node", str(SERVER_JS), "stdio"],
+        failure="mcpctl serve did not print `listening on URL`",
+    ) as serving:
+        assert serving.url is not None
+        url = serving.url
+        answers: list[str] = []
+
+        async def spin() -> None:
+            async with Client(streamable_http_client(url), mode="legacy", read_timeout_seconds=READ_TIMEOUT,
+                              cache=None) as client:
+                answers.append(error_of(await execute(client, "for (;;) {}")))
+
+        async with anyio.create_task_group() as group:
+            for _ in range(3):
+                group.start_soon(spin)
+        ran = [a for a in answers if a.startswith("Timeout")]
+        refused = [a for a in answers if a.startswith("Busy")]
+        assert (len(ran), len(refused)) == (1, 2), answers
+        assert all("maxConcurrentExecutes (1)" in a and "executeQueueMs" in a for a in refused), refused
+        async with Client(streamable_http_client(url), mode="legacy", read_timeout_seconds=READ_TIMEOUT,
+                          cache=None) as client:
+            assert result_of(await execute(client, "return 'my turn';")) == "my turn"
+            limits_seen = (await client.call_tool("overview", {})).structured_content["limits"]
+            assert limits_seen["maxConcurrentExecutes"] == 1 and limits_seen["executeQueueMs"] == 100
+
+
+async def test_a_tool_hidden_by_a_live_change_leaves_code_mode_at_once(home: Path) -> None:
+    """`mcpctl apply` of the project with one more hidden route, while a session is open: code
+    mode's search and inspect stop describing the tool, and execute cannot call it."""
+    notes: EventLog[str] = EventLog("notifications")
+
+    async def on_message(message: object) -> None:
+        method = getattr(getattr(message, "root", message), "method", None)
+        if method:
+            notes.append(method)
+
+    env = {**os.environ, "MCPCTL_HOME": str(home)}
+    params = StdioServerParameters(command=PROXY or "", args=["proxy", "coded"], env=env)
+    async with Client(stdio_client(params), mode="legacy", read_timeout_seconds=READ_TIMEOUT, cache=None,
+                      message_handler=on_message) as client:
+
+        async def found(query: str) -> list[str]:
+            answer = await client.call_tool("search_tools", {"query": query})
+            assert answer.structured_content is not None
+            return [r["name"] for r in answer.structured_content["results"]]
+
+        assert "everything.echo" in await found("echo")
+        assert result_of(await execute(client, "return await everything.echo({ message: 'before' });")) == "Echo: before"
+
+        spec = home.parent / "project.yaml"
+        spec.write_text(spec.read_text(encoding="utf-8").replace(
+            "hidden: [everything__get-env]", "hidden: [everything__get-env, everything__echo]"), encoding="utf-8")
+        start = notes.mark()
+        done = subprocess.run([PROXY or "", "apply", "-f", str(spec)], env=env, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        await notes.wait_for(lambda m: m == "notifications/tools/list_changed", start=start,
+                             what="tools/list_changed after the change")
+
+        assert "everything.echo" not in await found("echo")
+        inspected = await client.call_tool("inspect", {"names": ["everything.echo"]})
+        assert inspected.is_error, inspected
+        by_method = error_of(await execute(client, "return await everything.echo({ message: 'after' });"))
+        assert "everything.echo" in by_method, by_method
+        by_index = error_of(await execute(client, "const name = 'ec' + 'ho'; return await everything[name]({ message: 'after' });"))
+        assert "not a tool" in by_index, by_index

@@ -1,4 +1,4 @@
-"""The content models (SPEC M3 paginate, M4 section-split, M6 default) seen by the official
+"""The content models (paginate, section-split, default) seen by the official
 Python SDK client, through `mcpctl proxy --model ...` in front of the official reference server.
 
 Needs `MCP_PROXY` (the built `mcpctl`); without it the module is skipped.

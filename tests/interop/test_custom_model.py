@@ -1,4 +1,4 @@
-"""A model written in a downstream crate, run by that crate's own binary (SPEC §0, use 1).
+"""A model written in a downstream crate, run by that crate's own binary.
 
 `examples/guarded` depends on `mcp-middleware` alone and composes two models:
 `budget` (a per-session tool-call budget in `State`, its size from `Config`, and a synthetic

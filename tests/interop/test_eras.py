@@ -1,8 +1,8 @@
 """Protocol eras through the proxy: 2025-11-25 (initialize handshake) and 2026-07-28 (stateless).
 
-SPEC: "A client on protocol 2026-07-28 (stateless, per-request _meta) works through the
-proxy against a 2025-11-25 upstream, and a 2025-11-25 client against a 2026-07-28 upstream
-(the Python SDK can serve either)."
+A client on protocol 2026-07-28 (stateless, per-request _meta) works through the proxy against
+a 2025-11-25 upstream, and a 2025-11-25 client against a 2026-07-28 upstream (the Python SDK can
+serve either).
 
 These tests need the proxy (`MCP_PROXY`); without it the module is skipped.
 

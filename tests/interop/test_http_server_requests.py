@@ -1,5 +1,5 @@
 """Server-to-client requests from an HTTP upstream reach the stream of the request that caused
-them (issue 13 item 6).
+them.
 
 The reference server runs in streamableHttp mode; `$MCP_HTTP_PROXY serve --url ...` is its
 proxy, with an HTTP front. A raw HTTP client (it must see which response stream carries what)

@@ -1,4 +1,4 @@
-"""The reference server over streamable HTTP as the proxy's upstream (SPEC T3).
+"""The reference server over streamable HTTP as the proxy's upstream.
 
 `node server-everything streamableHttp` listens on a free port; the official Python client talks
 to `mcpctl proxy --url http://127.0.0.1:PORT/mcp` on stdio. The proxy is the HTTP client: session

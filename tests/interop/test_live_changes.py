@@ -1,4 +1,4 @@
-"""Live changes (issue 16): a running `mcpctl serve PROJECT` and `mcpctl proxy PROJECT` pick up
+"""Live changes: a running `mcpctl serve PROJECT` and `mcpctl proxy PROJECT` pick up
 changes to the project and its servers while an official Python client session is open.
 
 * over HTTP, by `POST /api/apply` and by `mcpctl apply`: a server added (the open session gets

@@ -1,7 +1,7 @@
-"""Lossless (P1): raw JSON results of every read-only method are equal direct and proxied.
+"""Lossless: raw JSON results of every read-only method are equal direct and proxied.
 
-SPEC: "a test compares the raw JSON results of every read-only method direct and proxied
-and finds them equal, except ids and progress tokens."
+The raw JSON results of every read-only method, direct and proxied, must be equal, except ids and
+progress tokens.
 
 No SDK here: two raw JSON-RPC connections over subprocess pipes, one straight to the
 reference server (server-everything) and one through `$MCP_PROXY proxy --model passthrough`,

@@ -1,4 +1,4 @@
-"""A crate's own mcpctl (SPEC C5): `examples/my-mcpctl` is `fn main() { mcpctl::run() }` with
+"""A crate's own mcpctl: `examples/my-mcpctl` is `fn main() { mcpctl::run() }` with
 one model of its own, `focused` (`extends = [gate, paginate]` plus a `session_intent` tool).
 
 The official Python SDK client talks to `my-mcpctl proxy --model focused` in front of the

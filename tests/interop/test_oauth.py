@@ -1,4 +1,4 @@
-"""`mcpctl serve PROJECT` as an OAuth 2.1 resource server (issue 17), against an authorization
+"""`mcpctl serve PROJECT` as an OAuth 2.1 resource server, against an authorization
 server the test runs on loopback (`tests/fixtures/authorization_server.py`: OpenID metadata, a
 rotating RSA JWK set, tokens minted with PyJWT).
 

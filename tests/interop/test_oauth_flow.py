@@ -1,5 +1,5 @@
 """The official Python SDK's OAuth flow (`mcp.client.auth.OAuthClientProvider`) against
-`mcpctl serve PROJECT`, end to end (issue 17), and token exchange to an HTTP upstream.
+`mcpctl serve PROJECT`, end to end, and token exchange to an HTTP upstream.
 
 The client starts with nothing: the proxy's `401` names its protected-resource metadata
 (RFC 9728), the SDK reads it, fetches the authorization server's metadata, registers itself

@@ -1,4 +1,4 @@
-"""A project of two servers pages its merged lists on its own (SPEC T4, issue 13 item 9).
+"""A project of two servers pages its merged lists on its own.
 
 Two scripted upstreams that page their own `tools/list` (25 tools a page) hold 202 tools
 together, more than one merged page (100 or more items, whole upstream pages). The official Python

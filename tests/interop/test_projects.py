@@ -1,4 +1,4 @@
-"""A project through `mcpctl proxy PROJECT`, driven by the official Python client (SPEC C1-C4, T4, M2).
+"""A project through `mcpctl proxy PROJECT`, driven by the official Python client.
 
 The project serves the reference server and a second upstream (the scripted stdio fixture)
 as one surface, behind the `gate` model, with the project's prompts. Two clients connect at once:

@@ -1,4 +1,4 @@
-"""Sessions that outlive their replica (issue 15, SPEC T8): `mcpctl serve PROJECT --store
+"""Sessions that outlive their replica: `mcpctl serve PROJECT --store
 redis://...` on three replicas behind a round-robin balancer without affinity.
 
 Each test starts a real `redis-server` on a free loopback port (append-only file, so a restart
@@ -16,6 +16,9 @@ Runs when `MCP_HTTP_PROXY` names the mcpctl binary (skipped for the direct pass 
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -60,6 +63,41 @@ ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "appl
 FOOTER = "\n\n[page "
 NEXT = re.compile(r'\{"cursor": "([^"]+)"\}\]$')
 LONG = "".join(f"{n:04d} żółw 🐢 naïve line\n" for n in range(120))
+
+# --------------------------------------------------------------------------- the store's key
+
+# The secret every replica of these tests is given (`--state-key-file`): what the store's
+# records are authenticated with and its session names derived from.
+STORE_SECRET = b"a secret of at least thirty-two bytes, shared by the replicas"
+
+
+def key_file(directory: Path) -> Path:
+    """The replicas' `--state-key-file`, written in `directory`."""
+    path = directory / "store.key"
+    path.write_bytes(STORE_SECRET)
+    return path
+
+
+def _subkey(info: bytes) -> bytes:
+    """HKDF-SHA256 of STORE_SECRET (salt `mcp-middleware shared store`), one block."""
+    prk = hmac.new(b"mcp-middleware shared store", STORE_SECRET, hashlib.sha256).digest()
+    return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
+
+
+def session_name(session_id: str) -> str:
+    """How the store names session `session_id` in its keys: the keyed digest, hex."""
+    return hmac.new(_subkey(b"store session names v1 hmac-sha256"), session_id.encode(), hashlib.sha256).hexdigest()
+
+
+def seal(key: str, field: str, payload: str) -> str:
+    """`payload` as the authenticated record a replica writes under `key`, `field`."""
+    message = b"mcpm1."
+    for part in (key.encode(), field.encode()):
+        message += len(part).to_bytes(8, "big") + part
+    message += payload.encode()
+    tag = hmac.new(_subkey(b"store records v1 hmac-sha256"), message, hashlib.sha256).digest()
+    return "mcpm1." + base64.urlsafe_b64encode(tag).decode().rstrip("=") + "." + payload
+
 
 # --------------------------------------------------------------------------- redis
 
@@ -136,7 +174,8 @@ class Replicas:
         lines: list[str] = []
         self.logs.append(lines)
         return ServedProcess(
-            [HTTP or "", "serve", "shared", "--listen", "127.0.0.1:0", "--store", self.redis.url, *self.flags],
+            [HTTP or "", "serve", "shared", "--listen", "127.0.0.1:0", "--store", self.redis.url,
+             "--state-key-file", str(key_file(self.home)), *self.flags],
             {**os.environ, "MCPCTL_HOME": str(self.home), "MCPCTL_LOG": "info"},
             lines,
             failure="mcpctl serve --store did not start",
@@ -261,7 +300,8 @@ async def test_delete_ends_the_session_on_every_replica_and_no_one_else_may_use_
             for url in group.urls():
                 listed = await raw.post(url, headers=session, json=listing)
                 assert listed.status_code == 200 and "begin_session" in listed.text, listed.text
-            assert group.redis.keys(f"mcpm:{{shared}}:session:{sid}") == [f"mcpm:{{shared}}:session:{sid}"]
+            stored = f"mcpm:{{shared}}:session:{session_name(sid)}"
+            assert group.redis.keys(stored) == [stored]
             ended = await raw.delete(group.urls()[1], headers=session)
             assert ended.status_code == 200, ended.text
             assert group.redis.keys("mcpm:{shared}:session:*") == []
@@ -292,7 +332,7 @@ async def test_another_principal_gets_404_on_every_replica(tmp_path: Path) -> No
             assert mine.status_code == 200 and "begin_session" in mine.text, mine.text
         # The store holds the principal, never a token.
         dump = subprocess.run(["redis-cli", "-p", str(group.redis.port), "--raw", "HGETALL",
-                               f"mcpm:{{shared}}:session:{sid['mcp-session-id']}"], capture_output=True, text=True)
+                               f"mcpm:{{shared}}:session:{session_name(sid['mcp-session-id'])}"], capture_output=True, text=True)
         assert "alice" in dump.stdout and "alice-token" not in dump.stdout, dump.stdout
 
 

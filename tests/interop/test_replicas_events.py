@@ -1,4 +1,4 @@
-"""The shared SSE event store and server-to-client requests across replicas (issue 15).
+"""The shared SSE event store and server-to-client requests across replicas.
 
 Three `mcpctl serve shared --store redis://...` replicas (a real `redis-server`) behind the
 round-robin balancer of `test_replicas.py`, in front of one shared upstream: the reference

@@ -1,4 +1,4 @@
-"""Replicas that act as one (issue 15): three `mcpctl serve PROJECT --store redis://...` replicas
+"""Replicas that act as one: three `mcpctl serve PROJECT --store redis://...` replicas
 behind the round-robin balancer (`tests/fixtures/round_robin.py`, no affinity), a real
 `redis-server`, the official Python client.
 
@@ -46,7 +46,7 @@ from conftest import EVENT_TIMEOUT, FIXTURES, READ_TIMEOUT, EventLog, ServedProc
 from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
-from test_replicas import RedisServer  # noqa: E402
+from test_replicas import RedisServer, key_file, seal  # noqa: E402
 
 sys.path.insert(0, str(FIXTURES))
 from round_robin import RoundRobin  # noqa: E402
@@ -103,7 +103,7 @@ class Replica:
         tokens.write_text(f"ops {ADMIN_TOKEN}\n")
         self.served = ServedProcess(
             [HTTP or "", "serve", "fleet", "--listen", "127.0.0.1:0", "--store", redis.url,
-             "--admin-listen", "127.0.0.1:0", "--admin-tokens", str(tokens), *flags],
+             "--state-key-file", str(key_file(home)), "--admin-listen", "127.0.0.1:0", "--admin-tokens", str(tokens), *flags],
             {**os.environ, "MCPCTL_HOME": str(home), "MCPCTL_LOG": "info"},
             self.stderr.lines,
             ready="admin listening on ",
@@ -235,6 +235,15 @@ async def test_a_tool_hidden_through_one_replicas_admin_api_is_hidden_on_the_oth
                                                  "Content-Type": "application/yaml"})
             assert answer.status_code == 200, answer.text
             assert answer.json()["reload"]["state"] == "reloaded", answer.json()
+            # A generation fence: A answers once B and C run the change too, so the very next
+            # requests are refused whichever replica serves them (no wait for their logs first).
+            assert answer.json()["reload"]["replicasBehind"] == [], answer.json()
+            fenced = list(group.balancer.served)
+            for _ in range(3):
+                with pytest.raises(MCPError):
+                    await c.call_tool("secret", {})
+            served = [after - b for after, b in zip(group.balancer.served, fenced)]
+            assert all(n >= 1 for n in served), served
             # B and C reload the shared generation (routes first, then servers), each logging it.
             for replica, mark in zip(others, marks[1:]):
                 await replica.stderr.wait_for(
@@ -307,8 +316,9 @@ async def test_a_document_a_replica_cannot_build_is_refused_there_and_its_config
             # A generation this build cannot run (as a replica of another build could publish):
             # every replica refuses it, naming the document, and keeps running what it ran.
             documents = {"projects/fleet.yaml": wrong, "servers/up.yaml": server_doc(group.record)}
-            redis_cli(group.redis, "HSET", "mcpm:{fleet}:config", "generation", "99",
-                      "documents", json.dumps(documents, sort_keys=True))
+            # Written as a replica with the key would (signed): refused for what it says.
+            redis_cli(group.redis, "HSET", "mcpm:{fleet}:config", "generation", "99", "documents",
+                      seal("mcpm:{fleet}:config", "documents:99", json.dumps(documents, sort_keys=True)))
             redis_cli(group.redis, "PUBLISH", "mcpm:{fleet}:config-changed", "99")
             for replica, mark in zip(group.replicas, marks):
                 refusal = await replica.stderr.wait_for(

@@ -1,4 +1,4 @@
-"""What the shared store keeps besides a session's record (issue 15): session quotas counted on
+"""What the shared store keeps besides a session's record: session quotas counted on
 every replica, a stateless 2026-07-28 client's model state, paginate's documents under fields of
 their own, and no store traffic for a request that changed nothing.
 
@@ -36,6 +36,7 @@ from test_replicas import (  # noqa: E402
     client,
     only_text,
     replicas,
+    session_name,
 )
 
 pytestmark = pytest.mark.anyio
@@ -95,7 +96,8 @@ async def test_the_quota_reached_through_two_replicas_refuses_the_next_session_o
         counted = group.redis.keys("mcpm:{shared}:quota:*")
         assert counted == ["mcpm:{shared}:quota:address:127.0.0.1"], counted
         members = redis_cli(group.redis, "ZRANGE", counted[0], "0", "-1").split()
-        assert sorted(members) == sorted([sids[1], again.headers["mcp-session-id"]]), members
+        # Counted by name (the keyed digest), never by the session id itself.
+        assert sorted(members) == sorted(session_name(s) for s in [sids[1], again.headers["mcp-session-id"]]), members
 
 
 async def test_an_expired_session_stops_counting_against_the_quota(tmp_path: Path) -> None:
@@ -113,7 +115,7 @@ async def test_an_expired_session_stops_counting_against_the_quota(tmp_path: Pat
             assert refused.status_code == 503, refused.text
             # The record expires with the idle timeout (Redis's TTL): then the place is free.
             with anyio.fail_after(20):
-                while group.redis.keys(f"mcpm:{{shared}}:session:{sid}"):
+                while group.redis.keys(f"mcpm:{{shared}}:session:{session_name(sid)}"):
                     await anyio.sleep(0.2)
             again = await raw.post(second, headers=ACCEPT, json=INITIALIZE)
             assert again.status_code == 200, again.text
@@ -132,7 +134,8 @@ async def test_a_stateless_client_keeps_its_state_whichever_replica_serves_it(tm
             assert only_text(await c.call_tool("echo", {"message": "anywhere"})) == "Echo: anywhere"
             served = [after - b for after, b in zip(group.balancer.served, before)]
             assert all(n >= 1 for n in served), served
-        stored = group.redis.keys("mcpm:{shared}:session:stateless:*")
+        # A stateless client's record is named by a digest too (of its `stateless:` key).
+        stored = group.redis.keys("mcpm:{shared}:session:*")
         assert len(stored) == 1, stored
         state = redis_cli(group.redis, "HGETALL", stored[0])
         assert '"open":true' in state.replace(" ", ""), state
@@ -150,7 +153,7 @@ async def test_a_request_that_changes_no_state_costs_one_store_round_trip(tmp_pa
                      "params": {"name": "begin_session", "arguments": {"intent": "count"}}}
             opened = await raw.post(group.urls()[1], headers=session, json=begin)
             assert opened.status_code == 200 and not data_of(opened.text).get("error"), opened.text
-            version = redis_cli(group.redis, "HGET", f"mcpm:{{shared}}:session:{sid}", "v").strip()
+            version = redis_cli(group.redis, "HGET", f"mcpm:{{shared}}:session:{session_name(sid)}", "v").strip()
 
             async def echo(url: str, n: int) -> None:
                 call = {"jsonrpc": "2.0", "id": 10 + n, "method": "tools/call",
@@ -179,7 +182,7 @@ async def test_a_request_that_changes_no_state_costs_one_store_round_trip(tmp_pa
             events = {name: calls.pop(name, 0) for name in ("rpush", "publish", "pexpire")}
             assert all(n == 9 for n in events.values()), events
             assert calls == {}, calls
-            after = redis_cli(group.redis, "HGET", f"mcpm:{{shared}}:session:{sid}", "v").strip()
+            after = redis_cli(group.redis, "HGET", f"mcpm:{{shared}}:session:{session_name(sid)}", "v").strip()
             assert after == version, "nothing changed, nothing written"
 
 
@@ -251,7 +254,7 @@ async def test_two_replicas_paging_one_session_at_once_keep_both_documents(tmp_p
                 message = data_of(answer.text)
                 assert not message["result"].get("isError"), (message, group.stderr())
                 assert "[page 2 of" in text_of_result(message), message
-        fields = redis_cli(group.redis, "HKEYS", f"mcpm:{{shared}}:session:{sid}").split()
+        fields = redis_cli(group.redis, "HKEYS", f"mcpm:{{shared}}:session:{session_name(sid)}").split()
         assert len([f for f in fields if f.startswith("d:")]) == 2, fields
 
 

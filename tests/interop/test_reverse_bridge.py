@@ -1,4 +1,4 @@
-"""The reverse era bridge: 2025-11-25 clients in front of a 2026-07-28-only upstream (issue 20).
+"""The reverse era bridge: 2025-11-25 clients in front of a 2026-07-28-only upstream.
 
 The upstream is `servers/modern_server.py`: the dual-era fixture's definitions served by the
 official Python SDK's 2026-07-28 loop only (it refuses `initialize` with -32022).  The

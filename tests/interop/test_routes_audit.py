@@ -1,4 +1,4 @@
-"""Routes (SPEC P7) and the audit model (M5) through `mcpctl proxy PROJECT`, seen by the official
+"""Routes and the audit model through `mcpctl proxy PROJECT`, seen by the official
 Python client in front of the reference server; then `mcpctl audit verify` on the log.
 
 The project hides the reference server's `get-env` (it prints the server's environment) and

@@ -1,4 +1,4 @@
-"""Hidden routes fail closed (SPEC S1, issue 12 classes 1-5), attacked with raw JSON lines through
+"""Hidden routes fail closed, attacked with raw JSON lines through
 the real `mcpctl` binary in front of the reference server: over stdio (`mcpctl proxy PROJECT`),
 stateful streamable HTTP and stateless (2026-07-28) HTTP (`mcpctl serve PROJECT`), and a bridged
 2026-07-28 client on stdio; in front of one server and of two (names namespaced).

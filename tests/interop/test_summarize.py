@@ -1,4 +1,4 @@
-"""The `summarize` model (SPEC M8) and `ctx.llm()` seen by the official Python SDK client,
+"""The `summarize` model and `ctx.llm()` seen by the official Python SDK client,
 through `mcpctl proxy --model summarize` (stdio) and `mcpctl serve --model summarize` (HTTP)
 in front of the official reference server.
 

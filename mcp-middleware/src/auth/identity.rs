@@ -1,9 +1,9 @@
-//! [`Identity`]: who is on the other end of a session (SPEC T5), and the principal string
+//! [`Identity`]: who is on the other end of a session, and the principal string
 //! configurations and quotas name it by.
 
 use serde_json::Value;
 
-/// Who is on the other end of a session (SPEC T5).
+/// Who is on the other end of a session.
 ///
 /// Resolved once, when the session starts, and the same for every hook and observer of the
 /// session ([`Context::identity`](crate::Context::identity)). On stdio it is the local user; on the HTTP front it comes
@@ -40,7 +40,7 @@ pub enum Identity {
         subject: String,
         /// The `iss` claim, if any.
         issuer: Option<String>,
-        /// Every claim of the token that started the session.
+        /// Every claim of the token the request presented.
         claims: serde_json::Map<String, Value>,
     },
     /// An HTTP client that presented a TLS client certificate issued by the configured CA.

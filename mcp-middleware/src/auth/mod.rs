@@ -1,4 +1,4 @@
-//! Who an HTTP client is (SPEC T5): the credentials the HTTP front accepts and the
+//! Who an HTTP client is: the credentials the HTTP front accepts and the
 //! [`Identity`] each one resolves to.
 //!
 //! ```
@@ -63,6 +63,7 @@
 //! Stateless (2026-07-28) sessions are keyed by the principal and the client's name.
 
 mod certificate;
+mod current;
 mod identity;
 mod issuer;
 mod jwt;
@@ -71,6 +72,7 @@ mod tokens;
 use std::path::{Path, PathBuf};
 
 pub use certificate::{CertificateError, CertificateInfo};
+pub(crate) use current::CurrentIdentity;
 pub use identity::Identity;
 pub use issuer::{IssuerKeys, MIN_REFRESH};
 pub use jwt::{JwtKey, JwtVerifier};

@@ -12,7 +12,7 @@ use super::AuthError;
 /// A token's SHA-256: the list keeps digests only, never the tokens themselves.
 type Digest = [u8; 32];
 
-/// Bearer tokens, each naming the subject it authenticates (SPEC T5).
+/// Bearer tokens, each naming the subject it authenticates.
 ///
 /// A token list is given in code ([`TokenList::new`] and [`with_token`](Self::with_token)) or
 /// read from a file ([`TokenList::from_file`]). The file has one token per line: the subject,

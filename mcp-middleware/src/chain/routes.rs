@@ -1,4 +1,5 @@
-//! Routing as the chain's built-in outermost and innermost steps (SPEC P7, S1).
+//! Routing as the chain's built-in outermost and innermost steps, which
+//! fail closed.
 //!
 //! [`Router::decide`](crate::routing) is the one decision; these steps are the only places
 //! that ask it, each on the value that goes on from there:

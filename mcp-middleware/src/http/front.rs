@@ -12,4 +12,6 @@ pub(crate) struct Front {
     pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,
     /// The protected-resource metadata, when published.
     pub(crate) resource: Option<super::resource::Published>,
+    /// `/healthz` and `/readyz`.
+    pub(crate) health: super::health::Health,
 }

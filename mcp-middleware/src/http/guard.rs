@@ -14,9 +14,25 @@ use hyper::header::{self, HeaderMap, HeaderName};
 use super::options::HttpOptions;
 use super::reject::Reject;
 
-/// The configured allow lists, normalised once.
+/// The `Host`/`Origin` check, with the allow lists of an [`HttpOptions`] normalised once.
+///
+/// The HTTP front runs it on every request; another listener of the same process (`mcpctl
+/// serve`'s admin listener) builds one from the front's options and runs the same check, so
+/// both accept exactly the same hosts and origins.
+///
+/// ```
+/// use mcp_middleware::http::{Guard, HttpOptions};
+/// use hyper::header::{HeaderMap, HeaderValue, HOST};
+///
+/// let guard = Guard::new(&HttpOptions::default());
+/// let mut headers = HeaderMap::new();
+/// headers.insert(HOST, HeaderValue::from_static("localhost:9000"));
+/// assert!(guard.check_request(&headers).is_ok());
+/// headers.insert(HOST, HeaderValue::from_static("rebound.example.com"));
+/// assert_eq!(guard.check_request(&headers).unwrap_err().status, 403);
+/// ```
 #[derive(Debug)]
-pub(crate) struct Guard {
+pub struct Guard {
     any_host: bool,
     hosts: Vec<(String, Option<u16>)>,
     any_origin: bool,
@@ -24,7 +40,9 @@ pub(crate) struct Guard {
 }
 
 impl Guard {
-    pub(crate) fn new(options: &HttpOptions) -> Self {
+    /// The check for `options`' [`allowed_hosts`](HttpOptions::allowed_hosts) and
+    /// [`allowed_origins`](HttpOptions::allowed_origins) (loopback always passes).
+    pub fn new(options: &HttpOptions) -> Self {
         let any_host = options.allowed_hosts.iter().any(|h| h == "*");
         let hosts = options
             .allowed_hosts
@@ -53,6 +71,16 @@ impl Guard {
         let host = single(headers, &header::HOST, "Host")?;
         let origin = single(headers, &header::ORIGIN, "Origin")?;
         self.check(host, origin)
+    }
+
+    /// Checks the `Host` and `Origin` headers of a request as the HTTP front does: `Ok` when
+    /// it may go on; else the status to answer (`403` for a host or origin not allowed, `400`
+    /// for a repeated or unreadable header) and why.
+    pub fn check_request(&self, headers: &HeaderMap) -> Result<(), GuardRefusal> {
+        self.check_headers(headers).map_err(|reject| GuardRefusal {
+            status: reject.status,
+            message: reject.message,
+        })
     }
 
     /// Checks `Host` and `Origin` (either may be missing).
@@ -114,6 +142,18 @@ impl Guard {
         };
         split_host(authority).is_some_and(|(name, _)| is_loopback(name))
     }
+}
+
+/// Why [`Guard::check_request`] refused a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{status}: {message}")]
+#[non_exhaustive]
+pub struct GuardRefusal {
+    /// The status to answer with: `403 Forbidden` or `400 Bad Request`.
+    pub status: hyper::StatusCode,
+    /// What was wrong and which setting allows it, one sentence (it does not repeat the
+    /// header's value, which is the sender's).
+    pub message: String,
 }
 
 /// The one value of header `name`, if it is there; an error when it is there twice or is not

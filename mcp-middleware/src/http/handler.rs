@@ -94,6 +94,16 @@ async fn dispatch(
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Reject> {
     let path = &table.options().path;
+    // Before the Host guard and authentication: probes send neither a listed Host nor a
+    // credential, and the answer is only a status.
+    if request.uri().path() != path && super::health::Health::serves(request.uri().path()) {
+        let closing = table.check_open().err().map(|reject| reject.message);
+        let (status, body) = front
+            .health
+            .answer(request.method(), request.uri().path(), closing)
+            .await;
+        return Ok(json_response(status, body));
+    }
     if let Some(resource) = &front.resource
         && super::resource::Published::serves(request.uri().path(), path)
     {
@@ -243,8 +253,9 @@ async fn post(
                 )
                 .with_id(Some(id)));
             };
-            // Before the request reaches the upstream: token exchange uses the latest token.
-            handle.caller.present(bearer);
+            // Before the request is routed: its restrictions, and the token exchange to
+            // upstreams, follow the credential it came with.
+            handle.present(identity, bearer);
             let stateless = handle.id.starts_with("stateless:");
             let opened = {
                 let mut streams = handle
@@ -654,7 +665,7 @@ fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
 /// answers a yield by waking another worker to take it: one hand-off between threads per
 /// request. Read on a task of its own, the body wakes the connection's task while that one is
 /// idle, which puts it in this worker's LIFO slot. HTTP>stdio passthrough echo: 3.5 -> 2.0
-/// context switches, a third less CPU (BENCHMARKS.md, `## bodytask`). The task is aborted if
+/// context switches, a third less CPU (the guide's Performance page). The task is aborted if
 /// the request is dropped (its client went away).
 async fn read_body(mut body: Incoming, max: usize, headers: &HeaderMap) -> Result<Vec<u8>, Reject> {
     let too_large = move || {

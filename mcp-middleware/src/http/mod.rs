@@ -1,4 +1,4 @@
-//! The streamable HTTP front (SPEC T2): MCP clients reach the proxy at `/mcp` over HTTP.
+//! The streamable HTTP front: MCP clients reach the proxy at `/mcp` over HTTP.
 //!
 //! ```no_run
 //! use mcp_middleware::{Proxy, http::HttpOptions, upstream::StdioServer};
@@ -55,6 +55,7 @@
 //!
 //! | check | status | code |
 //! |---|---|---|
+//! | `GET /healthz`, `GET /readyz`: answered before every other check ([`Readiness`]) | 200 / 503 | |
 //! | path is not the endpoint (nor, with [`HttpOptions::protected_resource`], a GET of its metadata) | 404 | -32600 |
 //! | `Host` or `Origin` not loopback or configured (DNS rebinding) | 403 | -32600 |
 //! | method other than POST, GET, DELETE (OPTIONS answers CORS preflight) | 405 | -32600 |
@@ -81,9 +82,10 @@
 //! Each session runs its own upstream, so sessions are bounded globally
 //! ([`HttpOptions::max_sessions`]) and per principal ([`HttpOptions::session_quota`]; a client
 //! that authenticates as no one is counted by its address), stateless sessions included, and
-//! connections by [`HttpOptions::max_connections`]. A refusal is `503` with `Retry-After` and a
-//! -32000 error whose `data.quota` names the limit (`max-sessions`,
-//! `max-sessions-per-principal`, `max-connections`).
+//! connections by [`HttpOptions::max_connections`], of which one client address may hold
+//! [`HttpOptions::connection_quota`]. A refusal is `503` with `Retry-After` and a -32000 error
+//! whose `data.quota` names the limit (`max-sessions`, `max-sessions-per-principal`,
+//! `max-connections`, `max-connections-per-address`).
 //!
 //! # Identity and TLS
 //!
@@ -115,6 +117,7 @@ mod event_store;
 mod front;
 mod guard;
 mod handler;
+mod health;
 mod options;
 mod quota;
 mod reject;
@@ -127,7 +130,9 @@ mod tls;
 
 use std::sync::Arc;
 
+pub use guard::{Guard, GuardRefusal};
 pub use handler::SUPPORTED_VERSIONS;
+pub use health::{NotReady, Readiness};
 pub use options::HttpOptions;
 pub use reject::{HEADER_MISMATCH, SERVER_ERROR, UNAUTHORIZED};
 pub use resource::ProtectedResource;
@@ -158,6 +163,7 @@ pub(crate) fn start(
         authn: authn::Authenticator::new(&options, published.clone()),
         resource: published,
         tls: options.tls.as_ref().map(tls::TlsOptions::acceptor),
+        health: health::Health::new(&options),
     });
     let table = Arc::new(sessions::SessionTable::new(factory, options));
     table.listen_to_store();

@@ -3,6 +3,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+use super::health::Readiness;
 use super::resource::ProtectedResource;
 use super::tls::TlsOptions;
 use crate::auth::Auth;
@@ -11,8 +12,9 @@ use crate::auth::Auth;
 ///
 /// The defaults are safe for a local proxy: bound to `127.0.0.1:8080`, only loopback `Host` and
 /// `Origin` values accepted (DNS-rebinding protection), 64 MiB request bodies (as the stdio side's
-/// message limit; SPEC Q1 wants none below 16 MiB), 256 sessions of which one principal (or,
-/// without authentication, one client address) may hold 32, 1,024 connections, sessions ended
+/// message limit; no limit below 16 MiB), 256 sessions of which one principal (or,
+/// without authentication, one client address) may hold 32, 1,024 connections of which one
+/// client address may hold 64, sessions ended
 /// after 10 idle minutes.
 ///
 /// ```
@@ -69,6 +71,13 @@ pub struct HttpOptions {
     /// open, and each connection is a file descriptor (keep it under `ulimit -n`, which the
     /// sessions' upstreams draw on too).
     pub max_connections: usize,
+    /// How many of those connections one client address may hold (IPv4, or the /64 prefix of
+    /// IPv6, as the session quota counts anonymous clients); one more from that address is
+    /// answered `503` and closed while other addresses are still served, so one client cannot
+    /// take every connection. `None` (the default): a quarter of
+    /// [`max_connections`](Self::max_connections) or 64, whichever is smaller, at least 1 (64
+    /// of 1,024). See [`connection_quota`](Self::connection_quota).
+    pub max_connections_per_address: Option<usize>,
     /// A session with no request and no open stream for this long is ended (and its upstream
     /// stopped). Default 10 minutes.
     pub idle_timeout: Duration,
@@ -115,6 +124,10 @@ pub struct HttpOptions {
     /// on in the store for [`idle_timeout`](Self::idle_timeout) and any replica restores it on
     /// its next request. Default: `None`, the idle timeout.
     pub replica_idle_timeout: Option<Duration>,
+    /// What `/readyz` checks besides the shared store (see [`Readiness`]). Default: nothing,
+    /// ready while serving. `/healthz` and `/readyz` are served on every front, before the
+    /// `Host` check and without authentication (they reveal only status).
+    pub readiness: Option<Readiness>,
 }
 
 impl Default for HttpOptions {
@@ -128,6 +141,7 @@ impl Default for HttpOptions {
             max_sessions: 256,
             max_sessions_per_principal: None,
             max_connections: 1024,
+            max_connections_per_address: None,
             idle_timeout: Duration::from_secs(600),
             event_store_events: 1024,
             event_store_bytes: 1024 * 1024,
@@ -140,6 +154,7 @@ impl Default for HttpOptions {
             protected_resource: None,
             shared_store: None,
             replica_idle_timeout: None,
+            readiness: None,
         }
     }
 }
@@ -202,6 +217,20 @@ impl HttpOptions {
         self
     }
 
+    /// Sets how many connections one client address may hold.
+    pub fn max_connections_per_address(mut self, connections: usize) -> Self {
+        self.max_connections_per_address = Some(connections);
+        self
+    }
+
+    /// The per-address connection quota in force:
+    /// [`max_connections_per_address`](Self::max_connections_per_address), or a quarter of
+    /// [`max_connections`](Self::max_connections) capped at 64 (at least 1) when that is unset.
+    pub fn connection_quota(&self) -> usize {
+        self.max_connections_per_address
+            .unwrap_or((self.max_connections / 4).clamp(1, 64))
+    }
+
     /// Sets how long an idle session lives.
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = timeout;
@@ -242,6 +271,12 @@ impl HttpOptions {
     /// Keeps sessions in `store`, shared with the project's other replicas.
     pub fn shared_store(mut self, store: crate::shared_store::SharedStore) -> Self {
         self.shared_store = Some(store);
+        self
+    }
+
+    /// Makes `/readyz` also run `check` (see [`readiness`](Self::readiness)).
+    pub fn readiness(mut self, check: Readiness) -> Self {
+        self.readiness = Some(check);
         self
     }
 

@@ -1,9 +1,11 @@
-//! Quotas (SPEC S3): whom a session counts against, and the refusals when a limit is reached.
+//! Quotas, so that no principal exhausts another's sessions: whom a session counts against,
+//! and the refusals when a limit is reached.
 //!
 //! Each session runs its own upstream, so sessions are what a client can exhaust. The table
 //! counts them globally ([`HttpOptions::max_sessions`]) and per [`Owner`]
 //! ([`HttpOptions::session_quota`]); the listener counts connections
-//! ([`HttpOptions::max_connections`]). Every refusal is `503` with `Retry-After` and a JSON-RPC
+//! ([`HttpOptions::max_connections`]), and those of each client address
+//! ([`HttpOptions::connection_quota`]). Every refusal is `503` with `Retry-After` and a JSON-RPC
 //! error whose `data.quota` names the setting to raise (as `mcpctl serve` spells its flag).
 
 use std::net::IpAddr;
@@ -41,7 +43,7 @@ impl Owner {
 /// The address a quota counts an anonymous client by: an IPv4 address as it is (IPv4-mapped
 /// IPv6 included), an IPv6 address by its /64 prefix, since one host is commonly given a
 /// whole /64 and could otherwise take a new address for every session.
-fn network(peer: IpAddr) -> IpAddr {
+pub(crate) fn network(peer: IpAddr) -> IpAddr {
     match peer {
         IpAddr::V4(v4) => IpAddr::V4(v4),
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -60,6 +62,8 @@ pub(crate) const MAX_SESSIONS: &str = "max-sessions";
 pub(crate) const MAX_SESSIONS_PER_PRINCIPAL: &str = "max-sessions-per-principal";
 /// See [`MAX_SESSIONS`].
 pub(crate) const MAX_CONNECTIONS: &str = "max-connections";
+/// See [`MAX_SESSIONS`].
+pub(crate) const MAX_CONNECTIONS_PER_ADDRESS: &str = "max-connections-per-address";
 
 /// A `503` for `quota` at `limit`, with `data: {"quota": ..., "limit": ...}`.
 fn refusal(quota: &str, limit: usize, message: String) -> Reject {
@@ -106,6 +110,19 @@ pub(crate) fn connections_full(options: &HttpOptions) -> Reject {
         format!(
             "Service Unavailable: the proxy holds its limit of {max} connections \
              (--max-connections); close one or try again later"
+        ),
+    )
+}
+
+/// The client address `address` (as [`network`] counts it) holds its quota of connections.
+pub(crate) fn address_full(options: &HttpOptions, address: IpAddr) -> Reject {
+    let max = options.connection_quota();
+    refusal(
+        MAX_CONNECTIONS_PER_ADDRESS,
+        max,
+        format!(
+            "Service Unavailable: the client address {address} holds its quota of {max} \
+             connections (--max-connections-per-address); close one or try again later"
         ),
     )
 }

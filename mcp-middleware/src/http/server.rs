@@ -8,10 +8,20 @@
 //! with no word of why, behind whoever holds the open connections. Refusals are bounded too
 //! ([`REFUSING`] at a time, each within [`REFUSAL_TIMEOUT`]); past that a connection is closed at
 //! once.
+//!
+//! Each client address may hold at most
+//! [`HttpOptions::connection_quota`](super::HttpOptions::connection_quota) of those connections
+//! (counted as the session quota counts anonymous clients: IPv4, or the /64 of IPv6), so one
+//! client holding connections open cannot leave a valid caller from elsewhere with nothing but
+//! `503`s. A connection past it is refused the same way, naming
+//! `--max-connections-per-address`, before it takes a place under the global limit. The count
+//! is a small map of addresses to numbers, touched once when a connection opens and once when
+//! it closes.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hyper::server::conn::http1;
@@ -135,18 +145,19 @@ async fn serve(
     let mut reaper = tokio::time::interval(every);
     reaper.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let open = Arc::new(Semaphore::new(table.options().max_connections));
+    let addresses = Arc::new(PerAddress::default());
     let refusing = Arc::new(Semaphore::new(REFUSING));
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => match open.clone().try_acquire_owned() {
-                    Ok(permit) => {
-                        connections.spawn(connection(stream, peer, table.clone(), front.clone(), closing.clone(), permit));
+                Ok((stream, peer)) => match admit(&open, &addresses, peer, options) {
+                    Ok(held) => {
+                        connections.spawn(connection(stream, peer, table.clone(), front.clone(), closing.clone(), held));
                     }
-                    Err(_) => match refusing.clone().try_acquire_owned() {
+                    Err(reject) => match refusing.clone().try_acquire_owned() {
                         Ok(permit) => {
-                            connections.spawn(refuse(stream, peer, table.clone(), front.clone(), permit));
+                            connections.spawn(refuse(stream, peer, reject, front.clone(), permit));
                         }
                         // Dropped: closed at once.
                         Err(_) => tracing::debug!(%peer, "connection limit reached; closing a connection unanswered"),
@@ -188,14 +199,82 @@ async fn serve(
     tracing::info!("HTTP front stopped");
 }
 
+/// A connection's places under the connection limit and its address's quota, held for as
+/// long as it is open.
+struct Held {
+    _permit: OwnedSemaphorePermit,
+    _slot: AddressSlot,
+}
+
+/// Whether a connection from `peer` may be served: its address under its quota, then the
+/// proxy under its limit; else the refusal naming the limit reached.
+fn admit(
+    open: &Arc<Semaphore>,
+    addresses: &Arc<PerAddress>,
+    peer: SocketAddr,
+    options: &super::HttpOptions,
+) -> Result<Held, super::reject::Reject> {
+    let address = quota::network(peer.ip());
+    let slot = addresses
+        .take(address, options.connection_quota())
+        .ok_or_else(|| quota::address_full(options, address))?;
+    let permit = open
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| quota::connections_full(options))?;
+    Ok(Held {
+        _permit: permit,
+        _slot: slot,
+    })
+}
+
+/// How many connections each client address holds.
+#[derive(Debug, Default)]
+struct PerAddress(Mutex<HashMap<IpAddr, usize>>);
+
+/// One connection's place in its address's count, given back when dropped.
+struct AddressSlot {
+    counts: Arc<PerAddress>,
+    address: IpAddr,
+}
+
+impl PerAddress {
+    /// A place for one more connection from `address`, unless it holds `quota` already.
+    fn take(self: &Arc<Self>, address: IpAddr, quota: usize) -> Option<AddressSlot> {
+        let mut counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let count = counts.entry(address).or_insert(0);
+        if *count >= quota {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            counts: self.clone(),
+            address,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut counts = self.counts.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = counts.get_mut(&self.address) {
+            *count -= 1;
+            // Gone when zero, so the map holds only addresses with open connections.
+            if *count == 0 {
+                counts.remove(&self.address);
+            }
+        }
+    }
+}
+
 async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
     table: Arc<SessionTable>,
     front: Arc<Front>,
     closing: CancellationToken,
-    // Held for as long as the connection is open: its place under the connection limit.
-    _permit: OwnedSemaphorePermit,
+    // Held for as long as the connection is open.
+    _held: Held,
 ) {
     let _ = stream.set_nodelay(true);
     let Some(acceptor) = front.tls.clone() else {
@@ -236,17 +315,16 @@ async fn connection(
     serve_connection(stream, peer, certificate, table, front, closing).await;
 }
 
-/// Answers the one request of a connection past the connection limit with `503` and closes it.
+/// Answers the one request of a connection past a connection limit with `reject` (a `503`)
+/// and closes it.
 async fn refuse(
     stream: TcpStream,
     peer: SocketAddr,
-    table: Arc<SessionTable>,
+    reject: super::reject::Reject,
     front: Arc<Front>,
     _permit: OwnedSemaphorePermit,
 ) {
-    let max = table.options().max_connections;
-    tracing::warn!(%peer, max, "connection limit reached; refusing a connection");
-    let reject = quota::connections_full(table.options());
+    tracing::warn!(%peer, reason = %reject.message, "refusing a connection");
     let answer = async {
         match &front.tls {
             None => answer_once(stream, &reject).await,
@@ -321,5 +399,50 @@ async fn serve_connection<S>(
                 conn.as_mut().graceful_shutdown();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_holds_at_most_its_quota_and_gets_places_back_as_connections_close() {
+        let counts = Arc::new(PerAddress::default());
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        let first = counts.take(a, 2).expect("a place");
+        let second = counts.take(a, 2).expect("a place");
+        assert!(counts.take(a, 2).is_none(), "a holds its quota");
+        assert!(counts.take(b, 2).is_some(), "b is counted apart");
+        drop(first);
+        let third = counts.take(a, 2).expect("a place given back");
+        drop((second, third));
+        assert!(
+            counts.0.lock().unwrap().is_empty(),
+            "addresses without connections are forgotten"
+        );
+    }
+
+    #[test]
+    fn the_default_quota_is_a_quarter_of_the_connections_at_most_64() {
+        use super::super::HttpOptions;
+        assert_eq!(HttpOptions::default().connection_quota(), 64);
+        assert_eq!(
+            HttpOptions::default()
+                .max_connections(40)
+                .connection_quota(),
+            10
+        );
+        assert_eq!(
+            HttpOptions::default().max_connections(2).connection_quota(),
+            1
+        );
+        assert_eq!(
+            HttpOptions::default()
+                .max_connections_per_address(3)
+                .connection_quota(),
+            3
+        );
     }
 }

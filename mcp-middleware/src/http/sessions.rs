@@ -34,7 +34,7 @@ use super::quota::{self, Owner};
 use super::reject::Reject;
 use super::shared_streams::flush;
 use super::streams::{Streaming, Streams};
-use crate::auth::Identity;
+use crate::auth::{CurrentIdentity, Identity};
 use crate::chain::Chain;
 use crate::exchange::handshake::Change;
 use crate::jsonrpc;
@@ -93,6 +93,9 @@ pub(crate) struct SessionHandle {
 
     /// The caller token exchange to upstreams acts for; the handler keeps its token current.
     pub(crate) caller: Caller,
+    /// Who the session acts as; the handler hands it each request's identity, so routing
+    /// restrictions follow the credential presented now, not the one the session began with.
+    identity: Arc<CurrentIdentity>,
     /// The session's link to the shared store, when there is one.
     sync: Option<Arc<StateSync>>,
 }
@@ -103,6 +106,14 @@ impl SessionHandle {
         if let Ok(mut last) = self.last_seen.lock() {
             *last = Instant::now();
         }
+    }
+
+    /// Takes what a request of the session was just authenticated as (and the token it
+    /// presented) as the session's from now on: its restrictions, and the token exchange to
+    /// upstreams, follow the credential, before the request is handed on.
+    pub(crate) fn present(&self, identity: &Identity, bearer: Option<&str>) {
+        self.identity.present(identity);
+        self.caller.present(bearer);
     }
 
     /// Hands a client message to the core session.
@@ -665,6 +676,7 @@ impl SessionTable {
             stats: SessionStats::default(),
 
             caller,
+            identity: session.identity(),
             sync: shared.as_ref().map(|(sync, _)| sync.clone()),
         });
         if let Some(inline) = &inline {

@@ -4,7 +4,7 @@
 //! `id`, `method` and the *positions* of the payload members inside the original line, and
 //! [`splice`] writes a message back out by replacing just the bytes that must change (the id, or
 //! a rewritten `params`). Everything else, including members this crate has never heard of,
-//! reaches the other side byte for byte. That is what keeps the proxy both lossless (SPEC P1) and
+//! reaches the other side byte for byte. That is what keeps the proxy both lossless and
 //! cheap: a 1 MB `tools/list` result is scanned once and copied once.
 
 use std::borrow::Cow;

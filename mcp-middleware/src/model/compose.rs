@@ -1,4 +1,5 @@
-//! Compile-time composition checks (SPEC F4), evaluated in constants that `#[proxy_model]` emits.
+//! Compile-time composition checks (conflicts are compile errors), evaluated in constants
+//! that `#[proxy_model]` emits.
 //!
 //! A proc macro sees only its own module, so what the parents implement travels in their
 //! [`ModelDescriptor`] constants. For each pair of parents the macro emits

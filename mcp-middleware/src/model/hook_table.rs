@@ -1,4 +1,4 @@
-// The hook table: the one list of every hook a proxy model can implement (issue 13 item 7).
+// The hook table: the one list of every hook a proxy model can implement.
 //
 // The library generates from it the hook ids (`HookId`, its names and methods), the marker types
 // (`hooks::ToolCall`, ...), the `Layer` methods and the typed dispatch; `mcp-middleware-macros`

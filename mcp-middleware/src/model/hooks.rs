@@ -18,7 +18,7 @@
 //! what comes back. To **short-circuit**, return a result (or an error) without calling `next`:
 //! nothing further in, and not the upstream, sees the request. Calling `next` more than once
 //! sends the request more than once. If no model in the chain implements a hook, the request is
-//! forwarded as raw bytes and never parsed (P1). A request's params are read once and its
+//! forwarded as raw bytes and never parsed. A request's params are read once and its
 //! result written once, whatever the number of hooks; every hook passes the same typed value on.
 //!
 //! `on_request` ([`Request`]) sees every request, including methods this crate does not know;
@@ -34,11 +34,11 @@
 //!
 //! - `transform_content`, `on_session_start` and `on_session_end` take no `next`: see
 //!   [`Layer::transform_content`], [`Layer::on_session_start`], [`Layer::on_session_end`].
-//! - Synthetic tools (`#[tool]` functions, SPEC F6) are not hooks: they are listed and answered at
+//! - Synthetic tools (`#[tool]` functions) are not hooks: they are listed and answered at
 //!   the model's place in the chain, just inside the model's own hooks: its own hooks and outer
 //!   models see them like the upstream's tools and may filter them (a model's `on_tool_call`
 //!   sees calls to its own tools too).
-//! - Observers (`#[observer]` functions, SPEC F5) are not in the chain: they see every request's
+//! - Observers (`#[observer]` functions) are not in the chain: they see every request's
 //!   [`Observation`](super::Observation) after it is answered and cannot change it. They never
 //!   conflict.
 // `logging/setLevel` is deprecated from 2026-07-28 on (SEP-2577), but 2025-11-25 clients set

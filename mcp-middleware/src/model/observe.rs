@@ -1,4 +1,4 @@
-//! What observers (`#[observer]` functions, SPEC F5) see: every finished request and its outcome.
+//! What observers (`#[observer]` functions) see: every finished request and its outcome.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Synthetic tools (SPEC F6): tools a model adds that the upstream does not have.
+//! Synthetic tools: tools a model adds that the upstream does not have.
 //!
 //! A `#[tool]` function in a model becomes a [`ToolDescriptor`]. At the model's place in the
 //! chain, just inside its own hooks, its tools are appended to `tools/list` (replacing an inner

@@ -1,4 +1,4 @@
-//! Routing paths (SPEC P7): which tools, prompts and resources the client never sees (*hidden*),
+//! Routing paths: which tools, prompts and resources the client never sees (*hidden*),
 //! which go straight to the server past every model (*pass-through*), and which run through the
 //! model chain (everything else).
 //!
@@ -29,7 +29,7 @@
 //! refused the same way, and a hidden resource's `notifications/resources/updated` never
 //! reaches the client.
 //!
-//! **One reading, and it is what is forwarded (SPEC S1).** The params of those request methods
+//! **One reading, and it is what is forwarded.** The params of those request methods
 //! are read strictly (`strict`): a duplicate key at any depth, a lone surrogate escape, an
 //! invalid escape, a number outside the f64 range, params that are not an object, or a name or
 //! URI that is not a string is refused with `-32602`, since two reasonable parsers (serde_json
@@ -40,7 +40,7 @@
 //! chose canonical forwarding over refusing everything that is not already canonical because
 //! it keeps every unambiguous request working (whitespace, key order, escapes of ordinary
 //! characters) while the upstream can only ever read what was checked. It is a documented
-//! exception to SPEC P1's byte identity: only for those methods, and only when routes exist;
+//! exception to the proxy's byte identity: only for those methods, and only when routes exist;
 //! member order is kept, whitespace and escapes are not.
 //!
 //! **Resource URIs** are checked in their RFC 3986 normalised form (`uri`): dot segments
@@ -176,6 +176,9 @@ pub(crate) struct Router {
     pass_through: Vec<Pattern>,
     /// For several servers: their names (lower-cased) and the separator.
     namespaces: Option<(Vec<String>, String)>,
+    /// Which router this is: a number no other router of the process has, so what a model
+    /// cached under one set of routes is known stale under the next (`Context::configuration`).
+    version: u64,
 }
 
 impl fmt::Debug for Router {
@@ -330,12 +333,19 @@ impl Router {
             .iter()
             .map(|rule| (compile(&rule.names), rule.clone()))
             .collect();
+        static VERSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Some(Self {
             hidden: compile(&routes.hidden),
             restricted,
             pass_through: routes.pass_through.clone(),
             namespaces,
+            version: VERSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
+    }
+
+    /// Which router this is (see the field): never 0, which stands for no routes.
+    pub(crate) fn version(&self) -> u64 {
+        self.version
     }
 
     /// Whether listings must be filtered (for some caller).

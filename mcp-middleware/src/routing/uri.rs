@@ -1,4 +1,4 @@
-//! Resource URIs as routes compare them (SPEC S1): RFC 3986 / RFC 3987 normalised by
+//! Resource URIs as routes compare them: RFC 3986 / RFC 3987 normalised by
 //! [`fluent_uri`], and hidden resource templates (RFC 6570) turned into globs.
 //!
 //! A server decodes and resolves a URI before it looks a resource up, so

@@ -69,6 +69,8 @@ struct InputRound {
     /// The upstream request that is still running.
     uid: u64,
     method: Box<str>,
+    /// The call's tool, prompt or resource URI: the retry must name the same.
+    target: Option<Box<str>>,
     /// The upstream's requests put to the client in this round: (key, upstream request id).
     asked: Vec<(String, Box<str>)>,
     /// Requests the upstream sent after the round went out; they open the next round.
@@ -364,6 +366,7 @@ impl Session {
             id,
             method,
             deadline,
+            target,
             ..
         }) = self.pending.remove(uid)
         else {
@@ -398,6 +401,7 @@ impl Session {
             InputRound {
                 uid,
                 method,
+                target,
                 asked: inputs.into_iter().map(|i| (i.key, i.upstream_id)).collect(),
                 waiting: Vec::new(),
                 answer: None,
@@ -427,12 +431,20 @@ impl Session {
             ));
             return true;
         };
-        if *round.method != *method {
-            let message = format!(
+        let other = if *round.method == *method {
+            super::rounds::other_target(
+                method,
+                round.target.as_deref(),
+                super::rounds::target_of(method, map),
+            )
+        } else {
+            Some(format!(
                 "requestState belongs to a `{}` request, not `{method}`; send it with the request \
                  it came with",
                 round.method
-            );
+            ))
+        };
+        if let Some(message) = other {
             if let Some(bridged) = self.bridged() {
                 bridged.rounds.insert(state.to_owned(), round);
             }
@@ -474,6 +486,8 @@ impl Session {
                 method: round.method,
                 progress_token,
                 deadline: self.options.request_timeout.map(|t| Instant::now() + t),
+                // The next round of the same call is bound to the same name.
+                target: round.target,
             },
         );
         if !round.waiting.is_empty() {
@@ -665,6 +679,7 @@ mod tests {
             method: "tools/call".into(),
             progress_token: None,
             deadline: None,
+            target: None,
         }
     }
 

@@ -4,9 +4,9 @@
 //! Why: a task spawned by the session loop often cost a hand-off to another worker. The loop
 //! is usually the third task in a row that tokio runs from its LIFO slot on an HTTP request
 //! (connection, body, connection again, loop), and tokio caps that run at three, so what the
-//! loop spawns goes to the run queue and wakes a parked worker (BENCHMARKS.md,
-//! `## firststep`). Polled here instead, the call's first step (through the chain to its
-//! upstream write) costs no task at all; a call that finishes without waiting (refused, or
+//! loop spawns goes to the run queue and wakes a parked worker (the guide's Performance
+//! page). Polled here instead, the call's first step (through the chain to its upstream
+//! write) costs no task at all; a call that finishes without waiting (refused, or
 //! answered from what a model keeps) never becomes one. The task is spawned by whoever wakes
 //! the call (usually the upstream's reader handing it its answer), which puts it in that
 //! worker's LIFO slot. Calls that wait still run as tasks of their own, so concurrent calls of

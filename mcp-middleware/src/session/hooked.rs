@@ -26,7 +26,7 @@ use rmcp::model::{ErrorCode, ErrorData, InitializeRequestParams};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::bridge::ClientEra;
+use super::bridge::{ClientEra, takes_input_rounds};
 use super::client_end::{Answer, error_line};
 use super::first_step::{self, CallHandle};
 use super::upstream_state::Held;
@@ -48,7 +48,7 @@ pub(super) struct Hooked {
     observing: HashMap<u64, Observing>,
     /// Calls that answered the client themselves, for the loop to forget when it next runs
     /// ([`Hooked::forget_answered`]): telling it through its channel woke it, often on the
-    /// other worker, once per call (BENCHMARKS.md, `## firststep`).
+    /// other worker, once per call.
     answered: Arc<Mutex<Vec<u64>>>,
 }
 
@@ -107,6 +107,12 @@ impl Hooked {
     /// The method of hooked call `call`, while it runs.
     pub(super) fn method_of(&self, call: u64) -> Option<&str> {
         self.calls.get(call).map(|c| c.method.as_str())
+    }
+
+    /// The tool, prompt or resource URI hooked call `call` is about, when its client may be
+    /// asked in input rounds (a retry must name the same, `rounds`).
+    pub(super) fn target_of(&self, call: u64) -> Option<&str> {
+        self.calls.get(call).and_then(|c| c.round_target.as_deref())
     }
 
     /// Whether hooked call `call` is suspended in an input round.
@@ -194,6 +200,8 @@ struct HookedCall {
     suspended: bool,
     /// Who answers the client: the loop, or the task itself (`client_end`).
     answer: Answer,
+    /// What the request is about, kept only for a client answered in input rounds.
+    round_target: Option<Box<str>>,
 }
 
 impl Waiting for HookedCall {
@@ -380,6 +388,11 @@ impl Session {
                 task,
                 suspended: false,
                 answer,
+                round_target: if takes_input_rounds(method) && self.client_is_stateless() {
+                    super::rounds::target_in(method, params)
+                } else {
+                    None
+                },
             },
         );
     }
@@ -827,6 +840,7 @@ mod tests {
             ),
             suspended: false,
             answer: Answer::default(),
+            round_target: None,
         }
     }
 

@@ -181,6 +181,9 @@ enum Pending {
         method: Box<str>,
         progress_token: Option<Box<str>>,
         deadline: Option<Instant>,
+        /// A bridged client's call: its tool, prompt or resource URI, which the retry of an
+        /// input round it gets must name too.
+        target: Option<Box<str>>,
     },
     /// A request a hook sent (through `next` or `ctx.upstream()`): the answer goes to the hook.
     Hook {
@@ -323,6 +326,11 @@ pub(crate) struct Session {
 }
 
 impl Session {
+    /// Who the session acts as now: the HTTP front hands it each request's identity.
+    pub(crate) fn identity(&self) -> Arc<crate::auth::CurrentIdentity> {
+        self.scope.identity.clone()
+    }
+
     /// Starts the upstream and returns the session ready to run.
     pub(crate) fn start(
         server: Upstream,
@@ -697,9 +705,9 @@ impl Session {
         }
         self.taps
             .start(id, method, params, &self.scope, &self.server);
-        // The chain's outermost step (routing paths, SPEC P7, S1): only when routes are
+        // The chain's outermost step (routing paths, which fail closed): only when routes are
         // configured is anything parsed here.
-        let entered = self.chain.enter(method, params, &self.scope.identity);
+        let entered = self.chain.enter(method, params, &self.scope.identity.get());
         let hooked = match entered.path {
             Path::Refused(error) => {
                 self.reject_routed(id, method, params, error);
@@ -802,6 +810,7 @@ impl Session {
                 method: method.into(),
                 progress_token,
                 deadline: self.options.request_timeout.map(|t| Instant::now() + t),
+                target: bridged.then(|| rounds::target_in(method, params)).flatten(),
             },
         );
         self.send_upstream(out);
@@ -1200,7 +1209,7 @@ impl Session {
             && self
                 .chain
                 .router()
-                .is_some_and(|router| router.hides_update(params, &self.scope.identity))
+                .is_some_and(|router| router.hides_update(params, &self.scope.identity.get()))
         {
             tracing::debug!("an update for a hidden resource was dropped");
             return;
@@ -1373,6 +1382,7 @@ mod tests {
             method: "tools/call".into(),
             progress_token: token.map(Into::into),
             deadline: Some(Instant::now()),
+            target: None,
         }
     }
 

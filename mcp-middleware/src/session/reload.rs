@@ -10,10 +10,19 @@ use crate::live::{Lists, Reload};
 use crate::upstream::Upstream;
 
 impl Session {
+    /// Moves the session to generation `reload` (see [`Session::move_to`]), then counts the
+    /// move, so hooks' [`Context::configuration`](crate::Context::configuration) changes.
+    pub(super) fn on_reload(&mut self, reload: Reload) {
+        self.move_to(reload);
+        self.scope
+            .reloads
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+
     /// Moves the session to generation `reload`: stops its upstream if the new one differs
     /// (what was in flight gets an error naming the change), starts the new one (replaying the
     /// client's handshake), then sends the client its list_changed notifications.
-    pub(super) fn on_reload(&mut self, reload: Reload) {
+    fn move_to(&mut self, reload: Reload) {
         if let Some(server) = reload.server.filter(|server| *server != self.server) {
             if self.reshape_in_place(&server) {
                 tracing::info!(

@@ -18,6 +18,11 @@
 //!   suspended wait for the retry and open the next round then. This holds whether the session
 //!   is bridged (a handshake-only upstream) or not (a 2026-07-28 upstream).
 //!
+//! A retry resumes only the request it came with: the same method and the same tool, prompt
+//! or resource URI. A retry naming another is refused (invalid params) and the round stays
+//! open for the genuine one, so audit and observers never record one tool's answer as
+//! another's.
+//!
 //! A round lives at most [`SessionOptions::request_state_ttl`](super::SessionOptions): past it,
 //! the hook's questions fail with an error that says so (`ctx.llm()` returns an
 //! `LlmError`), and the hook's result, when it comes, goes to no one; a hook that does not finish
@@ -67,6 +72,8 @@ pub(super) struct HookRounds {
 struct HookRound {
     call: u64,
     method: Box<str>,
+    /// The tool, prompt or resource URI of the request the round belongs to.
+    target: Option<Box<str>>,
     /// The questions this round put to the client.
     asked: Vec<Question>,
     /// Questions asked after the round went out: they open the next round.
@@ -89,10 +96,61 @@ fn invalid_state(message: &str) -> String {
     format!("{message}; send the request again without requestState and inputResponses")
 }
 
+/// The parameter naming what a request that may ask in input rounds is about, and what that is.
+fn target_key(method: &str) -> Option<(&'static str, &'static str)> {
+    match method {
+        "tools/call" => Some(("name", "tool")),
+        "prompts/get" => Some(("name", "prompt")),
+        "resources/read" => Some(("uri", "resource")),
+        _ => None,
+    }
+}
+
+/// The tool or prompt name, or resource URI, of a `method` request with `params`.
+pub(super) fn target_of<'p>(method: &str, params: &'p Map<String, Value>) -> Option<&'p str> {
+    let (key, _) = target_key(method)?;
+    params.get(key).and_then(Value::as_str)
+}
+
+/// [`target_of`] from the request's params as they came (for a call that may open a round).
+pub(super) fn target_in(method: &str, params: Option<&str>) -> Option<Box<str>> {
+    #[derive(serde::Deserialize)]
+    struct Named<'a> {
+        #[serde(borrow, default)]
+        name: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default)]
+        uri: Option<std::borrow::Cow<'a, str>>,
+    }
+    let (key, _) = target_key(method)?;
+    let named: Named<'_> = serde_json::from_str(params?).ok()?;
+    let target = if key == "uri" { named.uri } else { named.name };
+    target.map(|t| t.into())
+}
+
+/// Why a retry of `method` naming `retry` may not resume a round opened for `original`, if it
+/// may not (unnamed on either side counts as a name: it must match too).
+pub(super) fn other_target(
+    method: &str,
+    original: Option<&str>,
+    retry: Option<&str>,
+) -> Option<String> {
+    if original == retry {
+        return None;
+    }
+    let noun = target_key(method).map_or("request", |(_, noun)| noun);
+    let shown = |name: Option<&str>| name.map_or_else(|| "none".to_owned(), |n| format!("`{n}`"));
+    Some(format!(
+        "requestState belongs to {noun} {}, not {}; retry {noun} {} with it",
+        shown(original),
+        shown(retry),
+        shown(original)
+    ))
+}
+
 impl Session {
     /// What this session's states are bound to.
     fn with_binding<R>(&self, f: impl FnOnce(&Binding<'_>) -> R) -> R {
-        let principal = self.scope.identity.principal();
+        let principal = self.scope.identity.get().principal();
         f(&Binding::new(&self.scope.id, &principal))
     }
 
@@ -252,6 +310,7 @@ impl Session {
             return;
         };
         let method: Box<str> = self.hooks.method_of(call).unwrap_or_default().into();
+        let target = self.hooks.target_of(call).map(Box::from);
         self.hook_rounds.next_round += 1;
         let number = self.hook_rounds.next_round;
         let sealed = self.seal_state(&format!("{HOOK_ROUND}{number}"));
@@ -274,6 +333,7 @@ impl Session {
             HookRound {
                 call,
                 method,
+                target,
                 asked: questions,
                 waiting: Vec::new(),
                 outcome: None,
@@ -392,6 +452,13 @@ impl Session {
             self.to_client(jsonrpc::error(Some(id), jsonrpc::INVALID_PARAMS, &message));
             return true;
         }
+        if let Some(message) = other_target(method, round.target.as_deref(), target_of(method, map))
+        {
+            tracing::debug!(method, "refused a requestState: {message}");
+            self.hook_rounds.rounds.insert(number, round);
+            self.to_client(jsonrpc::error(Some(id), jsonrpc::INVALID_PARAMS, &message));
+            return true;
+        }
         let call = round.call;
         self.hook_rounds.by_call.remove(&call);
         let responses = map.get("inputResponses").and_then(Value::as_object);
@@ -488,5 +555,79 @@ impl Session {
                 self.hook_rounds.orphans.insert(round.call, now + grace);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(json: &str) -> Map<String, Value> {
+        serde_json::from_str(json).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_retry_is_bound_to_the_tool_prompt_or_resource_of_its_round() {
+        let original = target_in(
+            "tools/call",
+            Some(r#"{"name":"deploy","arguments":{"a":1}}"#),
+        );
+        assert_eq!(original.as_deref(), Some("deploy"));
+        let same = params(r#"{"name":"deploy","requestState":"s","inputResponses":{}}"#);
+        assert_eq!(
+            other_target(
+                "tools/call",
+                original.as_deref(),
+                target_of("tools/call", &same)
+            ),
+            None
+        );
+        let other = params(r#"{"name":"read_secrets","requestState":"s"}"#);
+        let refused = other_target(
+            "tools/call",
+            original.as_deref(),
+            target_of("tools/call", &other),
+        );
+        assert_eq!(
+            refused.as_deref(),
+            Some(
+                "requestState belongs to tool `deploy`, not `read_secrets`; retry tool `deploy` \
+                 with it"
+            )
+        );
+        let unnamed = params(r#"{"requestState":"s"}"#);
+        assert!(
+            other_target(
+                "tools/call",
+                original.as_deref(),
+                target_of("tools/call", &unnamed)
+            )
+            .is_some_and(|m| m.contains("not none")),
+            "a retry that names nothing is refused too"
+        );
+
+        let uri = target_in("resources/read", Some(r#"{"uri":"file:///a","name":"x"}"#));
+        assert_eq!(uri.as_deref(), Some("file:///a"), "a resource is its URI");
+        let elsewhere = params(r#"{"uri":"file:///etc/passwd"}"#);
+        assert!(
+            other_target(
+                "resources/read",
+                uri.as_deref(),
+                target_of("resources/read", &elsewhere)
+            )
+            .is_some_and(|m| m.starts_with("requestState belongs to resource `file:///a`"))
+        );
+        let prompt = target_in("prompts/get", Some(r#"{"name":"greet"}"#));
+        let other_prompt = params(r#"{"name":"leak"}"#);
+        assert!(
+            other_target(
+                "prompts/get",
+                prompt.as_deref(),
+                target_of("prompts/get", &other_prompt)
+            )
+            .is_some_and(|m| m.contains("prompt `greet`"))
+        );
+        assert_eq!(target_in("tools/list", Some(r#"{"name":"x"}"#)), None);
+        assert_eq!(target_in("tools/call", Some("not json")), None);
     }
 }

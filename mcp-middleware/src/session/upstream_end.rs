@@ -28,7 +28,7 @@
 //!   (`first_step`), and the task is spawned by the reader that wakes it: the same crossings,
 //!   but neither the spawn nor the answer wakes the loop (which forgets the call when it next
 //!   runs, `Hooked::forget_answered`), so on HTTP a hooked echo no longer hands off between
-//!   workers twice (5.3 -> 3.5 context switches per echo, BENCHMARKS.md `## firststep`).
+//!   workers twice (5.3 -> 3.5 context switches per echo).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};

@@ -11,11 +11,20 @@
 //! installs them) is the embedding program's business: `mcpctl serve --store` writes them into
 //! its own project store and reloads (its README, "Sharing configuration between replicas").
 //!
-//! With Redis: the hash `mcpm:{namespace}:config` (`generation`, `documents` as a JSON object)
-//! and the pub/sub channel `mcpm:{namespace}:config-changed`. Publishing is one Lua script
-//! (compare, bump, write, announce), so two replicas publishing at once get two generations in
-//! some order, never a torn one. The generation is not given a TTL: the configuration outlives
-//! every session.
+//! With Redis: the hash `mcpm:{namespace}:config` (`generation`, and `documents`: a JSON
+//! object as a record authenticated with the replicas' key and bound to the hash and the
+//! generation's number, `trust`) and the pub/sub channel `mcpm:{namespace}:config-changed`.
+//! Publishing is one Lua script (check the generation is still the one read, write the next,
+//! announce), so two replicas publishing at once get two generations in some order, never a
+//! torn one. The generation is not given a TTL: the configuration outlives every session.
+//!
+//! Each replica also says which generation it runs ([`SharedConfig::acknowledge`], `acks`), so
+//! the replica where a change was applied can wait until every live replica runs it
+//! ([`SharedConfig::await_in_force`]): a generation fence.
+//!
+//! A generation whose record does not verify (written by anyone without the key: a command
+//! replaced, a route removed) is never returned: [`SharedConfig::current`] logs an error naming
+//! the key and why and answers [`StoreError::Corrupt`], and the replica keeps what it runs.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -23,22 +32,27 @@ use std::time::Duration;
 use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 
-use super::StoreError;
+use super::{StoreError, StoreKey, StoreTrust};
+
+mod acks;
+pub use acks::Lagging;
 
 /// How long one store operation may take.
 const OP_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Makes ARGV[1] (the documents' JSON) the next generation unless it is the current one;
-/// returns {1, generation} when it published, {0, generation} when nothing changed.
+/// How often a publication is tried again when another replica published between its read
+/// and its write.
+const PUBLISH_TRIES: usize = 8;
+
+/// Makes ARGV[2] (the documents' record, sealed for generation ARGV[1] + 1) the next
+/// generation if the current one is still ARGV[1]; returns {1, generation} when it
+/// published, {0, current} when another replica published first.
 const PUBLISH: &str = r"
-local current = redis.call('HGET', KEYS[1], 'documents')
-if current == ARGV[1] then
-  return {0, tonumber(redis.call('HGET', KEYS[1], 'generation') or '0')}
-end
-local generation = redis.call('HINCRBY', KEYS[1], 'generation', 1)
-redis.call('HSET', KEYS[1], 'documents', ARGV[1])
-redis.call('PUBLISH', KEYS[2], generation)
-return {1, generation}
+local current = tonumber(redis.call('HGET', KEYS[1], 'generation') or '0') or 0
+if current ~= tonumber(ARGV[1]) then return {0, current} end
+redis.call('HSET', KEYS[1], 'generation', current + 1, 'documents', ARGV[2])
+redis.call('PUBLISH', KEYS[2], current + 1)
+return {1, current + 1}
 ";
 
 /// One generation of the shared configuration.
@@ -77,10 +91,12 @@ pub enum ConfigNews {
 ///
 /// ```no_run
 /// use std::collections::BTreeMap;
-/// use mcp_middleware::shared_store::{ConfigNews, SharedConfig};
+/// use mcp_middleware::shared_store::{ConfigNews, SharedConfig, StoreKey, StoreTrust};
 ///
-/// # async fn run() -> Result<(), mcp_middleware::shared_store::StoreError> {
-/// let config = SharedConfig::redis("redis://127.0.0.1:6379/0", "my-project").await?;
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// // The secret every replica of the project shares (`mcpctl serve --state-key-file`).
+/// let trust = StoreTrust::new(StoreKey::from_file("/run/secrets/mcpm-key".as_ref())?);
+/// let config = SharedConfig::redis("redis://127.0.0.1:6379/0", "my-project", &trust).await?;
 /// let documents = BTreeMap::from([("projects/my-project.yaml".to_owned(), "kind: Project\n".to_owned())]);
 /// let published = config.publish(&documents).await?;
 /// println!("generation {} (changed: {})", published.generation, published.changed);
@@ -99,6 +115,8 @@ pub enum ConfigNews {
 pub struct SharedConfig {
     describe: String,
     key: String,
+    /// Authenticates the generations.
+    trust: StoreKey,
     channel: String,
     client: redis::Client,
     connection: ConnectionManager,
@@ -112,15 +130,18 @@ impl std::fmt::Debug for SharedConfig {
 }
 
 impl SharedConfig {
-    /// The shared configuration of `namespace` in the Redis at `url` (`redis://HOST:PORT[/DB]`).
-    /// Fails when the URL is malformed or the store does not answer now.
-    pub async fn redis(url: &str, namespace: &str) -> Result<Self, StoreError> {
+    /// The shared configuration of `namespace` in the Redis at `url` (`redis://HOST:PORT[/DB]`
+    /// or `rediss://`), its generations authenticated with `trust`'s key. Fails when the URL
+    /// is malformed or the store does not answer now; a newest generation that does not verify
+    /// is logged, not an error here.
+    pub async fn redis(url: &str, namespace: &str, trust: &StoreTrust) -> Result<Self, StoreError> {
         let super::connection::Opened {
             describe,
             client,
             connection,
-        } = super::connection::open(url, namespace, OP_TIMEOUT)?;
+        } = super::connection::open(url, namespace, OP_TIMEOUT, trust)?;
         let config = Self {
+            trust: trust.key.clone(),
             key: format!("{}config", super::connection::key_prefix(namespace)),
             channel: format!("{}config-changed", super::connection::key_prefix(namespace)),
             describe,
@@ -128,28 +149,65 @@ impl SharedConfig {
             connection,
             publish: redis::Script::new(PUBLISH),
         };
-        config.current().await?;
-        Ok(config)
+        // Answers now, or fails here; a forged generation is the caller's to log and skip.
+        match config.current().await {
+            Ok(_) | Err(StoreError::Corrupt { .. }) => Ok(config),
+            Err(err) => Err(err),
+        }
     }
 
-    /// The newest generation, or `None` when no replica has published one yet.
+    /// The newest generation, or `None` when no replica has published one yet. A generation
+    /// whose record does not verify with this replica's key is [`StoreError::Corrupt`] (and
+    /// logged, naming the key and why): never use what it says.
     pub async fn current(&self) -> Result<Option<ConfigGeneration>, StoreError> {
+        Ok(self.read().await?.1)
+    }
+
+    /// The stored generation's number (0 when none) and, when its record verifies, the
+    /// generation.
+    async fn read(&self) -> Result<(u64, Option<ConfigGeneration>), StoreError> {
         let mut connection = self.connection.clone();
         let mut read = redis::cmd("HMGET");
         read.arg(&self.key).arg("generation").arg("documents");
-        let (generation, documents): (Option<u64>, Option<String>) =
+        let (generation, record): (Option<String>, Option<String>) =
             self.bounded(read.query_async(&mut connection)).await?;
-        let (Some(generation), Some(documents)) = (generation, documents) else {
-            return Ok(None);
+        let Some(generation) = generation else {
+            return Ok((0, None));
         };
-        let documents = serde_json::from_str(&documents).map_err(|err| StoreError::Corrupt {
-            store: self.describe.clone(),
-            reason: format!("the shared configuration `{}`: {err}", self.key),
-        })?;
-        Ok(Some(ConfigGeneration {
+        let generation = generation
+            .parse::<u64>()
+            .map_err(|err| self.refused(&format!("`generation`: {err}")))?;
+        let Some(record) = record else {
+            return Ok((generation, None));
+        };
+        let documents = self
+            .trust
+            .open(&self.key, &documents_field(generation), &record)
+            .map_err(|err| self.refused(&format!("generation {generation}: {err}")))
+            .and_then(|json| {
+                serde_json::from_str(json)
+                    .map_err(|err| self.refused(&format!("generation {generation}: {err}")))
+            })?;
+        Ok((
             generation,
-            documents,
-        }))
+            Some(ConfigGeneration {
+                generation,
+                documents,
+            }),
+        ))
+    }
+
+    /// Logs that the stored configuration was refused, and why; the error to return.
+    fn refused(&self, reason: &str) -> StoreError {
+        tracing::error!(
+            store = %self.describe,
+            key = %self.key,
+            "the shared configuration was refused, this replica keeps its own: {reason}"
+        );
+        StoreError::Corrupt {
+            store: self.describe.clone(),
+            reason: format!("the shared configuration `{}`: {reason}", self.key),
+        }
     }
 
     /// Makes `documents` the next generation and announces it, unless they are the current
@@ -162,16 +220,54 @@ impl SharedConfig {
             store: self.describe.clone(),
             reason: err.to_string(),
         })?;
-        let mut connection = self.connection.clone();
-        let mut invocation = self.publish.key(&self.key);
-        invocation.key(&self.channel).arg(json);
-        let (changed, generation): (i64, u64) = self
-            .bounded(invocation.invoke_async(&mut connection))
-            .await?;
-        Ok(Published {
-            generation,
-            changed: changed == 1,
+        for _ in 0..PUBLISH_TRIES {
+            // A current generation that does not verify is replaced, never compared with.
+            let current = match self.read().await {
+                Ok((number, generation)) => {
+                    if let Some(generation) = generation
+                        && generation.documents == *documents
+                    {
+                        return Ok(Published {
+                            generation: generation.generation,
+                            changed: false,
+                        });
+                    }
+                    number
+                }
+                Err(StoreError::Corrupt { .. }) => self.stored_number().await?,
+                Err(err) => return Err(err),
+            };
+            let next = current.saturating_add(1);
+            let record = self.trust.seal(&self.key, &documents_field(next), &json);
+            let mut connection = self.connection.clone();
+            let mut invocation = self.publish.key(&self.key);
+            invocation.key(&self.channel).arg(current).arg(record);
+            let (published, generation): (i64, u64) = self
+                .bounded(invocation.invoke_async(&mut connection))
+                .await?;
+            if published == 1 {
+                return Ok(Published {
+                    generation,
+                    changed: true,
+                });
+            }
+        }
+        Err(StoreError::Unavailable {
+            store: self.describe.clone(),
+            reason: format!(
+                "other replicas kept publishing the shared configuration ({PUBLISH_TRIES} tries)"
+            ),
         })
+    }
+
+    /// The stored generation's number, whatever its record (0 when there is none or it is not
+    /// a number): the one a publication replaces.
+    async fn stored_number(&self) -> Result<u64, StoreError> {
+        let mut connection = self.connection.clone();
+        let mut read = redis::cmd("HGET");
+        read.arg(&self.key).arg("generation");
+        let number: Option<String> = self.bounded(read.query_async(&mut connection)).await?;
+        Ok(number.and_then(|n| n.parse().ok()).unwrap_or(0))
     }
 
     /// Every announcement from now on (see [`ConfigNews`]), until the receiver is dropped. The
@@ -235,5 +331,86 @@ impl SharedConfig {
                 reason: format!("no answer within {} ms", OP_TIMEOUT.as_millis()),
             }),
         }
+    }
+}
+
+/// The field a generation's documents are authenticated as: `documents:{generation}`, so a
+/// record is valid only under the number it was published as.
+fn documents_field(generation: u64) -> String {
+    format!("documents:{generation}")
+}
+
+#[cfg(test)]
+mod tests {
+    //! Against a real `redis-server` on a free loopback port (scripts/setup-interop installs it).
+
+    use super::*;
+    use crate::shared_store::test_server::{Server, trust};
+
+    async fn hset(config: &SharedConfig, field: &str, value: &str) -> Result<(), StoreError> {
+        let mut connection = config.connection.clone();
+        let mut write = redis::cmd("HSET");
+        write.arg(&config.key).arg(field).arg(value);
+        config
+            .bounded(write.query_async::<i64>(&mut connection))
+            .await?;
+        Ok(())
+    }
+
+    /// A generation written without the key, changed, or moved to another number is refused;
+    /// a publication replaces it with a valid one.
+    #[tokio::test]
+    async fn generations_that_do_not_verify_are_refused() -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let config = SharedConfig::redis(&server.url, "unit", &trust()).await?;
+        let documents = BTreeMap::from([("projects/p.yaml".to_owned(), "hidden: [x]".to_owned())]);
+        let first = config.publish(&documents).await?;
+        assert_eq!((first.generation, first.changed), (1, true));
+        assert!(
+            !config.publish(&documents).await?.changed,
+            "the same documents"
+        );
+        let mut connection = config.connection.clone();
+        let mut read = redis::cmd("HGET");
+        read.arg(&config.key).arg("documents");
+        let genuine: String = config.bounded(read.query_async(&mut connection)).await?;
+        let forged = [
+            r#"{"projects/p.yaml":"hidden: []"}"#.to_owned(),
+            genuine.replace("[x]", "[]"),
+        ];
+        for value in &forged {
+            hset(&config, "documents", value).await?;
+            assert!(
+                matches!(config.current().await, Err(StoreError::Corrupt { .. })),
+                "{value}"
+            );
+        }
+        // The genuine record under another generation's number.
+        hset(&config, "documents", &genuine).await?;
+        hset(&config, "generation", "2").await?;
+        assert!(matches!(
+            config.current().await,
+            Err(StoreError::Corrupt { .. })
+        ));
+        // Another replica with another key refuses this one's, and this one's publication
+        // replaces what it refuses.
+        let other_key = StoreTrust::new(StoreKey::from_secret(&[9u8; 32]).map_err(|err| {
+            StoreError::Config {
+                store: server.url.clone(),
+                reason: err.to_string(),
+            }
+        })?);
+        let other = SharedConfig::redis(&server.url, "unit", &other_key).await?;
+        let replaced = config.publish(&documents).await?;
+        assert_eq!((replaced.generation, replaced.changed), (3, true));
+        assert_eq!(
+            config.current().await?.map(|g| g.documents),
+            Some(documents)
+        );
+        assert!(matches!(
+            other.current().await,
+            Err(StoreError::Corrupt { .. })
+        ));
+        Ok(())
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use super::{StoreError, redact};
+use super::{StoreError, StoreTrust, redact};
 
 /// A lazily made connection to one Redis, and how it is named in errors and logs.
 pub(super) struct Opened {
@@ -20,8 +20,14 @@ pub(super) struct Opened {
 }
 
 /// Opens the Redis at `url` for `namespace`, each connection attempt and answer bounded by
-/// `timeout`; nothing is sent yet. A malformed URL or namespace is a configuration error.
-pub(super) fn open(url: &str, namespace: &str, timeout: Duration) -> Result<Opened, StoreError> {
+/// `timeout`; nothing is sent yet. A malformed URL or namespace is a configuration error, as
+/// are TLS settings for a `redis://` URL and certificate files that cannot be read.
+pub(super) fn open(
+    url: &str,
+    namespace: &str,
+    timeout: Duration,
+    trust: &StoreTrust,
+) -> Result<Opened, StoreError> {
     let describe = redact(url);
     let config_error = |reason: String| StoreError::Config {
         store: describe.clone(),
@@ -32,7 +38,7 @@ pub(super) fn open(url: &str, namespace: &str, timeout: Duration) -> Result<Open
             "the namespace `{namespace}` must be non-empty, without spaces or braces"
         )));
     }
-    let client = redis::Client::open(url).map_err(|err| config_error(err.to_string()))?;
+    let client = client(url, trust).map_err(config_error)?;
     let settings = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(timeout))
         .set_response_timeout(Some(timeout))
@@ -45,6 +51,47 @@ pub(super) fn open(url: &str, namespace: &str, timeout: Duration) -> Result<Open
         client,
         connection,
     })
+}
+
+/// The client for `url`: for `rediss://`, one that verifies the server's certificate against
+/// the system's roots or `trust`'s CA file, presenting `trust`'s client certificate if any.
+fn client(url: &str, trust: &StoreTrust) -> Result<redis::Client, String> {
+    let tls = url.starts_with("rediss://") || url.starts_with("valkeys://");
+    // `#insecure` turns verification off in the redis crate: refused, never a silent downgrade.
+    if url.contains('#') {
+        return Err("a fragment (`#...`) is not accepted: TLS is always verified".to_owned());
+    }
+    if !tls {
+        if trust.ca_file.is_some() || trust.client_identity.is_some() {
+            return Err(
+                "TLS certificates were given for a plain `redis://` URL (use `rediss://`)"
+                    .to_owned(),
+            );
+        }
+        return redis::Client::open(url).map_err(|err| err.to_string());
+    }
+    let read = |what: &str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|err| format!("the {what} {}: {err}", path.display()))
+    };
+    let root_cert = match &trust.ca_file {
+        Some(path) => Some(read("CA file", path)?),
+        None => None,
+    };
+    let client_tls = match &trust.client_identity {
+        Some((cert, key)) => Some(redis::ClientTlsConfig {
+            client_cert: read("client certificate file", cert)?,
+            client_key: read("client key file", key)?,
+        }),
+        None => None,
+    };
+    redis::Client::build_with_tls(
+        url,
+        redis::TlsCertificates {
+            client_tls,
+            root_cert,
+        },
+    )
+    .map_err(|err| err.to_string())
 }
 
 /// The start of every key (and channel) of project `namespace`: `mcpm:{namespace}:`, braces

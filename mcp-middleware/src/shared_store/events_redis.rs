@@ -1,7 +1,9 @@
 //! The Redis (or Valkey) implementation of the shared event log ([`EventLog`]).
 //!
-//! A request stream's events are a list, `mcpm:{namespace}:events:{session}:{stream}`, of JSON
-//! [`LoggedEvent`]s, trimmed to the newest `bound` and expiring after the idle timeout; each
+//! A request stream's events are a list, `mcpm:{namespace}:events:{session}:{stream}` (the
+//! session named by its keyed digest, `StoreKey::name`), of JSON [`LoggedEvent`]s, each an
+//! authenticated record bound to its list (`trust`: one written or moved by anyone else is
+//! dropped, logged), trimmed to the newest `bound` and expiring after the idle timeout; each
 //! append is also published on the channel of the same name for the replicas following that
 //! stream. Answers to server requests travel on `mcpm:{namespace}:replica:{tag}`, the channel
 //! replica `tag` listens on while it runs: `PUBSUB NUMSUB` of that channel says whether it is
@@ -15,9 +17,9 @@ use futures_util::stream::BoxStream;
 use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
 
-use super::StoreError;
 use super::events::{Appended, EventLog, LoggedEvent};
 use super::relay::ReplicaTag;
+use super::{StoreError, StoreKey, StoreTrust};
 
 /// How long one store operation may take before it fails.
 const OP_TIMEOUT: Duration = Duration::from_secs(1);
@@ -34,6 +36,8 @@ pub(super) struct RedisEvents {
     /// `mcpm:{namespace}:`, braces literal (`connection::key_prefix`)
     prefix: String,
     tag: ReplicaTag,
+    /// Authenticates the events and names the sessions.
+    key: StoreKey,
     client: redis::Client,
     connection: ConnectionManager,
     append: redis::Script,
@@ -59,16 +63,22 @@ return 0
 ";
 
 impl RedisEvents {
-    pub(super) fn connect(url: &str, namespace: &str, tag: ReplicaTag) -> Result<Self, StoreError> {
+    pub(super) fn connect(
+        url: &str,
+        namespace: &str,
+        tag: ReplicaTag,
+        trust: &StoreTrust,
+    ) -> Result<Self, StoreError> {
         let super::connection::Opened {
             describe,
             client,
             connection,
-        } = super::connection::open(url, namespace, OP_TIMEOUT)?;
+        } = super::connection::open(url, namespace, OP_TIMEOUT, trust)?;
         Ok(Self {
             describe,
             prefix: super::connection::key_prefix(namespace),
             tag,
+            key: trust.key.clone(),
             client,
             connection,
             append: super::redis::script(APPEND),
@@ -76,7 +86,23 @@ impl RedisEvents {
     }
 
     fn stream_key(&self, session: &str, stream: u64) -> String {
-        format!("{}events:{session}:{stream}", self.prefix)
+        format!("{}events:{}:{stream}", self.prefix, self.key.name(session))
+    }
+
+    /// The event `entry` of list `list`, if it is an authenticated record of that list and
+    /// reads as an event; anything else is logged and dropped.
+    fn opened(key: &StoreKey, describe: &str, list: &str, entry: &str) -> Option<LoggedEvent> {
+        let event = key
+            .open(list, "event", entry)
+            .map_err(|err| err.to_string())
+            .and_then(|json| serde_json::from_str(json).map_err(|err| err.to_string()));
+        match event {
+            Ok(event) => Some(event),
+            Err(reason) => {
+                tracing::error!(store = %describe, key = %list, "an event of the shared event log was refused: {reason}");
+                None
+            }
+        }
     }
 
     fn replica_channel(&self, tag: ReplicaTag) -> String {
@@ -151,7 +177,9 @@ impl EventLog for RedisEvents {
                     reason: err.to_string(),
                 })?;
                 // Lua's KEYS count from 1.
-                invocation.arg(index + 1).arg(json);
+                invocation
+                    .arg(index + 1)
+                    .arg(self.key.seal(&keys[index], "event", &json));
             }
             let invocation = &invocation;
             self.bounded(|mut connection| async move {
@@ -179,15 +207,10 @@ impl EventLog for RedisEvents {
                         .await
                 })
                 .await?;
-            entries
+            Ok(entries
                 .iter()
-                .map(|entry| {
-                    serde_json::from_str(entry).map_err(|err| StoreError::Corrupt {
-                        store: self.describe.clone(),
-                        reason: format!("an event of stream {stream}: {err}"),
-                    })
-                })
-                .collect()
+                .filter_map(|entry| Self::opened(&self.key, &self.describe, key, entry))
+                .collect())
         })
     }
 
@@ -197,10 +220,15 @@ impl EventLog for RedisEvents {
         stream: u64,
     ) -> BoxFuture<'a, Result<BoxStream<'static, LoggedEvent>, StoreError>> {
         Box::pin(async move {
-            let pubsub = self.subscribed(&self.stream_key(session, stream)).await?;
-            let events = pubsub.into_on_message().filter_map(|message| async move {
-                let payload = message.get_payload::<String>().ok()?;
-                serde_json::from_str::<LoggedEvent>(&payload).ok()
+            let list = self.stream_key(session, stream);
+            let pubsub = self.subscribed(&list).await?;
+            let (key, describe) = (self.key.clone(), self.describe.clone());
+            let events = pubsub.into_on_message().filter_map(move |message| {
+                let opened = message
+                    .get_payload::<String>()
+                    .ok()
+                    .and_then(|payload| Self::opened(&key, &describe, &list, &payload));
+                async move { opened }
             });
             Ok(events.boxed())
         })
@@ -239,6 +267,10 @@ impl EventLog for RedisEvents {
                 line: line.to_owned(),
             })
             .map_err(|err| self.unavailable(err.to_string()))?;
+            let payload = self
+                .key
+                .encrypt(&channel, "answer", &payload)
+                .map_err(|err| self.unavailable(err.to_string()))?;
             let (channel, payload) = (&channel, &payload);
             let receivers: i64 = self
                 .bounded(|mut connection| async move {
@@ -259,6 +291,7 @@ impl EventLog for RedisEvents {
             describe: self.describe.clone(),
             prefix: self.prefix.clone(),
             tag: self.tag,
+            key: self.key.clone(),
             client: self.client.clone(),
             connection: self.connection.clone(),
             append: self.append.clone(),
@@ -270,11 +303,18 @@ impl EventLog for RedisEvents {
                     Ok(pubsub) => {
                         let mut messages = pubsub.into_on_message();
                         while let Some(message) = messages.next().await {
-                            let Some(relayed) = message
-                                .get_payload::<String>()
-                                .ok()
-                                .and_then(|p| serde_json::from_str::<Relayed>(&p).ok())
-                            else {
+                            let Ok(payload) = message.get_payload::<String>() else {
+                                continue;
+                            };
+                            // Only an answer a replica with the key relayed is taken.
+                            let payload = match events.key.decrypt(&channel, "answer", &payload) {
+                                Ok(payload) => payload,
+                                Err(err) => {
+                                    tracing::error!(store = %events.describe, channel = %channel, "a relayed answer was refused: {err}");
+                                    continue;
+                                }
+                            };
+                            let Ok(relayed) = serde_json::from_str::<Relayed>(&payload) else {
                                 continue;
                             };
                             if !on_answer(relayed.session, relayed.line) {
@@ -301,7 +341,7 @@ mod tests {
 
     use super::*;
 
-    use crate::shared_store::test_server::Server;
+    use crate::shared_store::test_server::{Server, trust};
 
     fn tag(value: u32) -> ReplicaTag {
         ReplicaTag::new(value).unwrap_or_else(|| panic!("tag {value}"))
@@ -321,8 +361,8 @@ mod tests {
     #[tokio::test]
     async fn streams_are_bounded_expire_and_stay_in_their_namespace() -> Result<(), StoreError> {
         let server = Server::start().await;
-        let one = RedisEvents::connect(&server.url, "one", tag(1))?;
-        let two = RedisEvents::connect(&server.url, "two", tag(2))?;
+        let one = RedisEvents::connect(&server.url, "one", tag(1), &trust())?;
+        let two = RedisEvents::connect(&server.url, "two", tag(2), &trust())?;
         let stream = tag(1).first_stream() + 1;
         let events: Vec<Appended> = (1..=5).map(|seq| (stream, event(seq, seq == 5))).collect();
         one.append("s", &events[..3], 4, TTL).await?;
@@ -357,7 +397,7 @@ mod tests {
     #[tokio::test]
     async fn one_append_of_two_streams_runs_on_a_cluster() -> Result<(), StoreError> {
         let server = Server::start_cluster().await;
-        let log = RedisEvents::connect(&server.url, "unit", tag(1))?;
+        let log = RedisEvents::connect(&server.url, "unit", tag(1), &trust())?;
         let (a, b) = (tag(1).first_stream() + 1, tag(1).first_stream() + 2);
         let events: Vec<Appended> = (1..=6)
             .map(|seq| (if seq % 2 == 0 { b } else { a }, event(seq, false)))
@@ -372,8 +412,8 @@ mod tests {
     #[tokio::test]
     async fn a_follower_gets_what_is_appended_after_it_subscribed() -> Result<(), StoreError> {
         let server = Server::start().await;
-        let writer = RedisEvents::connect(&server.url, "p", tag(1))?;
-        let reader = RedisEvents::connect(&server.url, "p", tag(2))?;
+        let writer = RedisEvents::connect(&server.url, "p", tag(1), &trust())?;
+        let reader = RedisEvents::connect(&server.url, "p", tag(2), &trust())?;
         let stream = tag(1).first_stream() + 1;
         writer
             .append("s", &[(stream, event(1, false))], 10, TTL)
@@ -402,8 +442,8 @@ mod tests {
     async fn answers_reach_a_running_replica_and_a_stopped_one_is_known_gone()
     -> Result<(), StoreError> {
         let server = Server::start().await;
-        let asker = RedisEvents::connect(&server.url, "p", tag(1))?;
-        let other = RedisEvents::connect(&server.url, "p", tag(2))?;
+        let asker = RedisEvents::connect(&server.url, "p", tag(1), &trust())?;
+        let other = RedisEvents::connect(&server.url, "p", tag(2), &trust())?;
         let heard = Arc::new(Mutex::new(Vec::new()));
         let sink = heard.clone();
         asker.listen(Box::new(move |session, line| {
@@ -442,7 +482,7 @@ mod tests {
     #[tokio::test]
     async fn a_store_that_is_down_fails_fast_naming_itself() -> Result<(), StoreError> {
         let mut server = Server::start().await;
-        let events = RedisEvents::connect(&server.url, "p", tag(1))?;
+        let events = RedisEvents::connect(&server.url, "p", tag(1), &trust())?;
         server.stop();
         for failed in [
             events.read("s", 1).await.map(|_| ()),

@@ -25,7 +25,8 @@
 //! announcements and does not announce what it took (no echo between replicas).
 //!
 //! With Redis it is one pub/sub channel, `mcpm:{namespace}:handshake` (braces literal, as
-//! every key: `connection::key_prefix`), carrying
+//! every key: `connection::key_prefix`), carrying, encrypted with the replicas' key (`trust`:
+//! the session id is not for other subscribers, and a message without the key is refused)
 //! `{"session": ID, "changes": [{"seq": N, "change": {"kind": "level", "params": "..."}}, ...],
 //! "origin": REPLICA}` (kinds `level`, `subscribe` and `unsubscribe` with `uri`,
 //! `initialized`).
@@ -86,17 +87,23 @@ mod redis {
         connection: ConnectionManager,
         /// This replica, in its announcements.
         origin: String,
+        /// Authenticates the announcements: one written by anyone else is dropped, logged.
+        key: crate::shared_store::StoreKey,
     }
 
     impl RedisFanout {
         /// A fanout on the Redis at `url` for `namespace` (connected lazily: the store's own
         /// connection has checked that it answers).
-        pub(crate) fn new(url: &str, namespace: &str) -> Result<Self, StoreError> {
+        pub(crate) fn new(
+            url: &str,
+            namespace: &str,
+            trust: &crate::shared_store::StoreTrust,
+        ) -> Result<Self, StoreError> {
             let crate::shared_store::connection::Opened {
                 describe,
                 client,
                 connection,
-            } = crate::shared_store::connection::open(url, namespace, OP_TIMEOUT)?;
+            } = crate::shared_store::connection::open(url, namespace, OP_TIMEOUT, trust)?;
             let config_error = |reason: String| StoreError::Config {
                 store: describe.clone(),
                 reason,
@@ -112,6 +119,7 @@ mod redis {
                 describe,
                 client,
                 connection,
+                key: trust.key.clone(),
             })
         }
     }
@@ -134,6 +142,10 @@ mod redis {
                 })
                 .map_err(|err| unavailable(err.to_string()))?;
                 let mut connection = self.connection.clone();
+                let payload = self
+                    .key
+                    .encrypt(&self.channel, "handshake", &payload)
+                    .map_err(|err| unavailable(err.to_string()))?;
                 let mut publish = ::redis::cmd("PUBLISH");
                 publish.arg(&self.channel).arg(payload);
                 let sent = publish.query_async::<i64>(&mut connection);
@@ -153,6 +165,7 @@ mod redis {
             let channel = self.channel.clone();
             let describe = self.describe.clone();
             let origin = self.origin.clone();
+            let key = self.key.clone();
             tokio::spawn(async move {
                 use futures_util::StreamExt;
                 loop {
@@ -163,6 +176,14 @@ mod redis {
                                 while let Some(message) = messages.next().await {
                                     let Ok(payload) = message.get_payload::<String>() else {
                                         continue;
+                                    };
+                                    let payload = match key.decrypt(&channel, "handshake", &payload)
+                                    {
+                                        Ok(payload) => payload,
+                                        Err(err) => {
+                                            tracing::error!(store = %describe, channel = %channel, "a handshake announcement was refused: {err}");
+                                            continue;
+                                        }
                                     };
                                     match serde_json::from_str::<HandshakeChanged>(&payload) {
                                         Ok(heard) if heard.origin == origin => {}

@@ -1,4 +1,4 @@
-//! The shared session store (`serve --store redis://...`, SPEC T8): what the replicas of one
+//! The shared session store (`serve --store redis://...`): what the replicas of one
 //! project share so that any of them serves any session.
 //!
 //! This module owns the record of a session as the store keeps it (`StoredSession`: who owns
@@ -24,10 +24,16 @@
 //!   (`mcpm:{project}:quota:{owner}`);
 //! - stateless 2026-07-28 clients' states, under `stateless:` and a digest of owner and client.
 //!
-//! Keys are namespaced per project (`mcpm:{project}:session:{id}`), so one Redis serves several
-//! projects; each key expires after the idle timeout, renewed by every request (a sliding TTL).
-//! The project is the keys' Redis Cluster hash tag (`{project}`, braces literal), so that
-//! every script's keys are in one slot.
+//! Keys are namespaced per project (`mcpm:{project}:session:{name}`), so one Redis serves
+//! several projects; each key expires after the idle timeout, renewed by every request (a
+//! sliding TTL). The project is the keys' Redis Cluster hash tag (`{project}`, braces literal),
+//! so that every script's keys are in one slot.
+//!
+//! Redis is not trusted with the replicas (`trust`): a session is named in keys by a keyed
+//! digest of its id, never the id, every record written (sessions, events, the shared
+//! configuration) is authenticated with a key derived from the secret the replicas share
+//! ([`StoreTrust`]), and what the replicas announce on pub/sub is encrypted too; what does not
+//! verify is logged and refused.
 
 #[cfg(feature = "redis")]
 mod config;
@@ -46,6 +52,9 @@ pub(crate) mod relay;
 pub(crate) mod sync;
 #[cfg(all(test, feature = "redis"))]
 mod test_server;
+#[cfg(all(test, feature = "redis"))]
+mod tls_tests;
+mod trust;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -56,19 +65,22 @@ use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "redis")]
-pub use config::{ConfigGeneration, ConfigNews, Published, SharedConfig};
+pub use config::{ConfigGeneration, ConfigNews, Lagging, Published, SharedConfig};
 pub use documents::DOCUMENTS;
 pub(crate) use merge::merge;
+pub use trust::{RECORD_PREFIX, RecordError, StoreKey, StoreTrust};
 
 /// A shared session store: cheap to clone, given to every replica's HTTP front through
 /// [`HttpOptions::shared_store`](crate::http::HttpOptions::shared_store).
 ///
 /// ```no_run
 /// # #[cfg(feature = "redis")]
-/// # async fn run() -> Result<(), mcp_middleware::shared_store::StoreError> {
-/// use mcp_middleware::shared_store::SharedStore;
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use mcp_middleware::shared_store::{SharedStore, StoreKey, StoreTrust};
 ///
-/// let store = SharedStore::redis("redis://127.0.0.1:6379/0", "my-project").await?;
+/// // The secret every replica of the project is given (`mcpctl serve --state-key-file`).
+/// let trust = StoreTrust::new(StoreKey::from_file("/run/secrets/mcpm-key".as_ref())?);
+/// let store = SharedStore::redis("redis://127.0.0.1:6379/0", "my-project", &trust).await?;
 /// println!("sessions live in {store}");
 /// # Ok(())
 /// # }
@@ -98,17 +110,18 @@ impl fmt::Display for SharedStore {
 }
 
 impl SharedStore {
-    /// Connects to Redis (or Valkey) at `url` (`redis://HOST:PORT[/DB]`, `rediss://` for TLS
-    /// is not built in), keeping this project's sessions under `mcpm:{namespace}:`. Fails when
-    /// the URL is malformed or the server does not answer a `PING` within a few seconds; once
-    /// running, a store that goes away makes requests fail fast with an error naming it, and
-    /// they work again when it returns.
+    /// Connects to Redis (or Valkey) at `url` (`redis://HOST:PORT[/DB]`, or `rediss://` for
+    /// TLS, verified as `trust` says), keeping this project's sessions under
+    /// `mcpm:{namespace}:`, every record authenticated with `trust`'s key and every session
+    /// named by its digest (`trust`). Fails when the URL is malformed or the server does not
+    /// answer a `PING` within a few seconds; once running, a store that goes away makes
+    /// requests fail fast with an error naming it, and they work again when it returns.
     #[cfg(feature = "redis")]
-    pub async fn redis(url: &str, namespace: &str) -> Result<Self, StoreError> {
-        let backend = redis::RedisBackend::connect(url, namespace).await?;
-        let fanout = fanout::RedisFanout::new(url, namespace)?;
+    pub async fn redis(url: &str, namespace: &str, trust: &StoreTrust) -> Result<Self, StoreError> {
+        let backend = redis::RedisBackend::connect(url, namespace, trust).await?;
+        let fanout = fanout::RedisFanout::new(url, namespace, trust)?;
         let events =
-            events_redis::RedisEvents::connect(url, namespace, relay::ReplicaTag::random())?;
+            events_redis::RedisEvents::connect(url, namespace, relay::ReplicaTag::random(), trust)?;
         Ok(Self {
             backend: Arc::new(backend),
             fanout: Some(Arc::new(fanout)),
@@ -168,8 +181,8 @@ pub(crate) struct SessionMeta {
 /// The handshake memory of a session, as the store keeps it: what the restart path replays.
 ///
 /// In the stored `meta` record only `initialize` is written; the log level, the subscriptions
-/// and `initialized` are fields of their own, changed one [`Change`](crate::exchange::handshake::Change) at a time
-/// (records of the previous format carried them here, and are still read).
+/// and `initialized` are fields of their own, changed one
+/// [`Change`](crate::exchange::handshake::Change) at a time.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct HandshakeRecord {
     /// The params of the client's `initialize` the upstream accepted.

@@ -5,12 +5,16 @@
 //! Cluster hash tag (`connection::key_prefix`), and every key a script touches is passed in
 //! `KEYS` (none is computed inside Lua), so the scripts run on a cluster as on one server.
 //!
-//! A session is one hash, `mcpm:{namespace}:session:{id}`: `meta` (JSON [`SessionMeta`]
-//! holding only the handshake's `initialize`), `v` (the states' version), `q` (its owner's
-//! quota set), `s:{state type}` (each model state's skeleton), `d:{digest}` (each document a
-//! skeleton refers to, see [`DOCUMENTS`](super::DOCUMENTS)), and the rest of the handshake,
-//! one change at a time (`handshake`): `h:level`, `h:sub:{uri}` (`1`, removed on
-//! unsubscribe), `h:initialized` and `hv`, the counter that numbers the changes. One TTL, one `DEL` and one
+//! A session is one hash, `mcpm:{namespace}:session:{name}`, where `name` is the keyed digest
+//! of the session id (`StoreKey::name`: no key name holds an id): `meta` (JSON
+//! [`SessionMeta`] holding only the handshake's `initialize`), `v` (the states' version), `q`
+//! (its owner's quota set), `s:{state type}` (each model state's skeleton), `d:{digest}` (each
+//! document a skeleton refers to, see [`DOCUMENTS`](super::DOCUMENTS)), and the rest of the
+//! handshake, one change at a time (`handshake`): `h:level`, `h:sub:{uri}` (present while
+//! subscribed), `h:initialized` and `hv`, the counter that numbers the changes. Every value
+//! but the counters and `q` is a record authenticated with the replicas' key and bound to the
+//! hash's key and its field (`trust`); a session one of whose records does not verify is
+//! logged and not found (never adopted). One TTL, one `DEL` and one
 //! renewal cover them all. Writes that must
 //! be atomic are Lua scripts: the compare-and-set of states checks `v` and writes in one step.
 //! The session's TTL is set to the idle timeout plus [`SLACK`] and renewed only once less
@@ -29,7 +33,8 @@ use redis::aio::ConnectionManager;
 
 use super::handshake::Numbered;
 use super::{
-    Backend, Changed, Heard, Saved, SessionMeta, StatesWrite, StoreError, StoredSession, Touched,
+    Backend, Changed, Heard, Saved, SessionMeta, StatesWrite, StoreError, StoreKey, StoreTrust,
+    StoredSession, Touched,
 };
 use crate::exchange::handshake::Change;
 
@@ -62,14 +67,14 @@ end
 return tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
 ";
 
-/// Removes the session, its entry in its owner's quota set (KEYS[3], if given: the `q`
-/// field read just before), marks it ended for ARGV[1] ms and tells every replica (channel
-/// ARGV[3], the id ARGV[2]); whether it was there.
+/// Removes the session, its entry ARGV[2] in its owner's quota set (KEYS[3], if given: the
+/// `q` field read just before), marks it ended for ARGV[1] ms and tells every replica
+/// (channel ARGV[3], the id ARGV[4], dead from now on); whether it was there.
 const DELETE: &str = r"
 if KEYS[3] then redis.call('ZREM', KEYS[3], ARGV[2]) end
 local removed = redis.call('DEL', KEYS[1])
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
-redis.call('PUBLISH', ARGV[3], ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
 return removed
 ";
 
@@ -113,9 +118,7 @@ return out
 /// (or lost) record also gets the handshake's parts, ARGV[4] field/value pairs after ARGV[4],
 /// and its handshake counter `hv` starts at the server's clock in microseconds, so that the
 /// changes of a session the store lost and a replica wrote again are numbered after every
-/// earlier one. An existing record's handshake parts change only through `SAVE_HANDSHAKE`;
-/// one of the previous format is upgraded first, so the `meta` written here, which carries
-/// none of them, does not lose them. Runs after [`UPGRADE`].
+/// earlier one. An existing record's handshake parts change only through `SAVE_HANDSHAKE`.
 const SAVE_META: &str = r"
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 local t = redis.call('TIME')
@@ -124,8 +127,6 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   for i = 5, last, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
   -- As a string: Lua would write a number this large with an exponent.
   redis.call('HSET', KEYS[1], 'hv', t[1] .. string.sub('00000' .. t[2], -6))
-else
-  upgrade(KEYS[1])
 end
 redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'q', KEYS[3])
 redis.call('HSETNX', KEYS[1], 'v', 0)
@@ -137,72 +138,29 @@ end
 return 1
 ";
 
-/// A Lua function the scripts that write a session's handshake or `meta` start with:
-/// `upgrade(key)` rewrites a record of the previous format (the whole handshake inside
-/// `meta`) in the current one. Each part `meta` carries moves to its own field unless a later
-/// change set that field already (`HSETNX`: the change is newer); a `0` an earlier build left
-/// for a URI `meta` listed is removed with it (nothing lists the URI any more, so absent means
-/// unsubscribed); `meta` is written again with only the `initialize`. Records of the current
-/// format are found by a plain search, without decoding: their `meta` never has these members
-/// (`HandshakeRecord` skips them when empty, and `SessionMeta`'s other members are strings,
-/// inside which a quote is escaped).
-const UPGRADE: &str = r#"
-local function upgrade(key)
-  local meta = redis.call('HGET', key, 'meta')
-  if not meta then return end
-  if not (string.find(meta, '"log_level":', 1, true)
-      or string.find(meta, '"subscriptions":', 1, true)
-      or string.find(meta, '"initialized":', 1, true)) then
-    return
-  end
-  local ok, record = pcall(cjson.decode, meta)
-  if not ok or type(record) ~= 'table' or type(record.handshake) ~= 'table' then return end
-  local h = record.handshake
-  if type(h.log_level) == 'string' then redis.call('HSETNX', key, 'h:level', h.log_level) end
-  if type(h.subscriptions) == 'table' then
-    for _, uri in ipairs(h.subscriptions) do
-      if type(uri) == 'string' then
-        local field = 'h:sub:' .. uri
-        if redis.call('HGET', key, field) == '0' then
-          redis.call('HDEL', key, field)
-        else
-          redis.call('HSETNX', key, field, '1')
-        end
-      end
-    end
-  end
-  if h.initialized == true then redis.call('HSETNX', key, 'h:initialized', '1') end
-  record.handshake = { initialize = h.initialize }
-  redis.call('HSET', key, 'meta', cjson.encode(record))
-end
-"#;
-
 /// Applies handshake changes to session KEYS[1], each in its own field, each numbered by
-/// the session's handshake counter `hv` (HINCRBY: the store orders them): ARGV[2] kind/arg
-/// pairs follow ARGV[1] (the TTL in ms, renewed). `level` sets `h:level`; `sub` sets
-/// `h:sub:{uri}` to 1 and `unsub` removes it (a record of the previous format is upgraded
-/// first, so no `meta` lists a URI a missing field would fail to override); `initialized`
-/// sets `h:initialized` once, numbered 0 when it was set already. Returns each change's
-/// number, or -2 when the session is missing, -3 when it was ended (KEYS[2] marks it).
-/// Runs after [`UPGRADE`].
+/// the session's handshake counter `hv` (HINCRBY: the store orders them): kind/arg/record
+/// triples follow ARGV[1] (the TTL in ms, renewed). `level` sets `h:level` to the record;
+/// `sub` sets `h:sub:{uri}` to it and `unsub` removes that field; `initialized` sets
+/// `h:initialized` once, numbered 0 when it was set already. Returns each change's number,
+/// or -2 when the session is missing, -3 when it was ended (KEYS[2] marks it).
 const SAVE_HANDSHAKE: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then
   if redis.call('EXISTS', KEYS[2]) == 1 then return -3 end
   return -2
 end
-upgrade(KEYS[1])
 local out = {}
-for i = 2, #ARGV, 2 do
-  local kind, arg = ARGV[i], ARGV[i + 1]
+for i = 2, #ARGV, 3 do
+  local kind, arg, record = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local changed = true
   if kind == 'level' then
-    redis.call('HSET', KEYS[1], 'h:level', arg)
+    redis.call('HSET', KEYS[1], 'h:level', record)
   elseif kind == 'sub' then
-    redis.call('HSET', KEYS[1], 'h:sub:' .. arg, '1')
+    redis.call('HSET', KEYS[1], 'h:sub:' .. arg, record)
   elseif kind == 'unsub' then
     redis.call('HDEL', KEYS[1], 'h:sub:' .. arg)
   else
-    changed = redis.call('HSETNX', KEYS[1], 'h:initialized', '1') == 1
+    changed = redis.call('HSETNX', KEYS[1], 'h:initialized', record) == 1
   end
   if changed then
     out[#out + 1] = redis.call('HINCRBY', KEYS[1], 'hv', 1)
@@ -242,8 +200,10 @@ pub(super) struct RedisBackend {
     /// The pub/sub channel `DELETE` announces ended sessions on: `mcpm:{namespace}:ended`.
     channel: String,
     /// The prefix of the channels messages for a session's GET stream travel on:
-    /// `mcpm:{namespace}:stream:{id}`.
+    /// `mcpm:{namespace}:stream:{name}`.
     stream_channel: String,
+    /// Authenticates the records and names the sessions.
+    trust: StoreKey,
     client: redis::Client,
     connection: ConnectionManager,
     touch: redis::Script,
@@ -256,12 +216,16 @@ pub(super) struct RedisBackend {
 }
 
 impl RedisBackend {
-    pub(super) async fn connect(url: &str, namespace: &str) -> Result<Self, StoreError> {
+    pub(super) async fn connect(
+        url: &str,
+        namespace: &str,
+        trust: &StoreTrust,
+    ) -> Result<Self, StoreError> {
         let super::connection::Opened {
             describe,
             client,
             connection,
-        } = super::connection::open(url, namespace, OP_TIMEOUT)?;
+        } = super::connection::open(url, namespace, OP_TIMEOUT, trust)?;
         let project = super::connection::key_prefix(namespace);
         let backend = Self {
             describe,
@@ -270,22 +234,46 @@ impl RedisBackend {
             quota: format!("{project}quota:"),
             channel: format!("{project}ended"),
             stream_channel: format!("{project}stream:"),
+            trust: trust.key.clone(),
             client,
             connection,
             touch: script(TOUCH),
             save_states: script(SAVE_STATES),
-            save_meta: upgrading(SAVE_META),
+            save_meta: script(SAVE_META),
             delete: script(DELETE),
             claim: script(CLAIM),
             load: script(LOAD),
-            save_handshake: upgrading(SAVE_HANDSHAKE),
+            save_handshake: script(SAVE_HANDSHAKE),
         };
         backend.ping().await?;
         Ok(backend)
     }
 
+    /// Session `id`'s hash: `mcpm:{namespace}:session:{name}`.
     fn key(&self, id: &str) -> String {
-        format!("{}{id}", self.prefix)
+        format!("{}{}", self.prefix, self.trust.name(id))
+    }
+
+    /// How session `id` is named in its owner's quota set.
+    fn member(&self, id: &str) -> String {
+        self.trust.name(id)
+    }
+
+    /// `value` as the record of field `field` of the hash `key`.
+    fn seal(&self, key: &str, field: &str, value: &str) -> String {
+        self.trust.seal(key, field, value)
+    }
+
+    /// The value of field `field` of the hash `key`, if it is an authenticated record of that
+    /// field; otherwise logged (naming the key, the field and why) and `None`.
+    fn open<'a>(&self, key: &str, field: &str, stored: &'a str) -> Option<&'a str> {
+        match self.trust.open(key, field, stored) {
+            Ok(value) => Some(value),
+            Err(err) => {
+                tracing::error!(store = %self.describe, key, field, "a session record in the shared store was refused: {err}");
+                None
+            }
+        }
     }
 
     /// The set of `owner`'s sessions its quota counts: `mcpm:{namespace}:quota:{owner}`.
@@ -293,9 +281,9 @@ impl RedisBackend {
         format!("{}{owner}", self.quota)
     }
 
-    /// The mark a `DELETE` leaves: `mcpm:{namespace}:ended:{id}`.
+    /// The mark a `DELETE` leaves: `mcpm:{namespace}:ended:{name}`.
     fn ended_key(&self, id: &str) -> String {
-        format!("{}{id}", self.ended)
+        format!("{}{}", self.ended, self.trust.name(id))
     }
 
     /// Runs the operation `op` makes within [`OP_TIMEOUT`], turning every failure into
@@ -329,11 +317,6 @@ pub(super) fn script(body: &str) -> redis::Script {
     }
 }
 
-/// The script `body` after the [`UPGRADE`] function it calls.
-fn upgrading(body: &str) -> redis::Script {
-    script(&format!("{UPGRADE}{body}"))
-}
-
 fn millis(ttl: Duration) -> u64 {
     u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
 }
@@ -349,6 +332,7 @@ impl Backend for RedisBackend {
         let ended = self.channel.clone();
         let streams = self.stream_channel.clone();
         let describe = self.describe.clone();
+        let key = self.trust.clone();
         tokio::spawn(async move {
             use futures_util::StreamExt;
             // Reconnects after the store went away; ends when the listener says it is done.
@@ -366,14 +350,31 @@ impl Backend for RedisBackend {
                                     let Ok(payload) = message.get_payload::<String>() else {
                                         continue;
                                     };
-                                    let heard =
-                                        match message.get_channel_name().strip_prefix(&*streams) {
-                                            Some(id) => Heard::ForStream {
-                                                id: id.to_owned(),
-                                                line: payload,
-                                            },
-                                            None => Heard::Ended(payload),
-                                        };
+                                    let channel = message.get_channel_name();
+                                    let stream = channel.starts_with(&*streams);
+                                    let kind = if stream { "stream" } else { "ended" };
+                                    // Only what a replica with the key announced is heard.
+                                    let read =
+                                        key.decrypt(channel, kind, &payload).and_then(|text| {
+                                            if !stream {
+                                                return Ok(Heard::Ended(text));
+                                            }
+                                            let (id, line) =
+                                                serde_json::from_str::<(String, String)>(&text)
+                                                    .map_err(|_| {
+                                                        super::RecordError::Malformed(
+                                                            "not a stream message",
+                                                        )
+                                                    })?;
+                                            Ok(Heard::ForStream { id, line })
+                                        });
+                                    let heard = match read {
+                                        Ok(heard) => heard,
+                                        Err(err) => {
+                                            tracing::error!(store = %describe, channel, "an announcement was refused: {err}");
+                                            continue;
+                                        }
+                                    };
                                     if !on_heard(heard) {
                                         return;
                                     }
@@ -398,8 +399,15 @@ impl Backend for RedisBackend {
 
     fn publish<'a>(&'a self, id: &'a str, line: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            let channel = format!("{}{id}", self.stream_channel);
-            let (channel, line) = (&channel, line);
+            // Named by the session's name; the id travels inside the encrypted message.
+            let channel = format!("{}{}", self.stream_channel, self.trust.name(id));
+            let message =
+                serde_json::to_string(&(id, line)).map_err(|err| self.corrupt(err.to_string()))?;
+            let line = self
+                .trust
+                .encrypt(&channel, "stream", &message)
+                .map_err(|err| self.corrupt(err.to_string()))?;
+            let (channel, line) = (&channel, &line);
             let _: i64 = self
                 .bounded(|mut connection| async move {
                     redis::cmd("PUBLISH")
@@ -434,7 +442,8 @@ impl Backend for RedisBackend {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Option<StoredSession>, StoreError>> {
         Box::pin(async move {
-            let mut invocation = self.load.key(self.key(id));
+            let key = self.key(id);
+            let mut invocation = self.load.key(&key);
             invocation.arg(kept(ttl));
             let invocation = &invocation;
             let pairs: Vec<String> = self
@@ -447,27 +456,37 @@ impl Backend for RedisBackend {
             while let (Some(field), Some(value)) = (pairs.next(), pairs.next()) {
                 fields.insert(field, value);
             }
-            let Some(meta) = fields.get("meta") else {
+            if !fields.contains_key("meta") {
+                return Ok(None);
+            }
+            // Every record must verify: one that does not makes the session not found here,
+            // whoever asks (it is never adopted, nor partly used).
+            let mut opened = BTreeMap::new();
+            for (field, value) in &fields {
+                if matches!(field.as_str(), "v" | "hv" | "q") {
+                    continue;
+                }
+                let Some(value) = self.open(&key, field, value) else {
+                    return Ok(None);
+                };
+                opened.insert(field.as_str(), value);
+            }
+            let Some(meta) = opened.get("meta") else {
                 return Ok(None);
             };
             let mut meta: SessionMeta =
                 serde_json::from_str(meta).map_err(|err| self.corrupt(format!("`meta`: {err}")))?;
-            // What `meta` says of the handshake is the base (a record of the previous format
-            // kept it all there); the fields of each concern override it.
+            // `meta` carries only the `initialize`; the fields of each concern hold the rest.
             let handshake = &mut meta.handshake;
-            if let Some(level) = fields.get("h:level") {
-                handshake.log_level = Some(level.clone());
+            if let Some(level) = opened.get("h:level") {
+                handshake.log_level = Some((*level).to_owned());
             }
-            for (field, value) in fields.range("h:sub:".to_owned()..) {
-                let Some(uri) = field.strip_prefix("h:sub:") else {
-                    break;
-                };
-                match value.as_str() {
-                    "1" => handshake.subscriptions.insert(uri.to_owned()),
-                    _ => handshake.subscriptions.remove(uri),
-                };
+            for field in opened.keys() {
+                if let Some(uri) = field.strip_prefix("h:sub:") {
+                    handshake.subscriptions.insert(uri.to_owned());
+                }
             }
-            if fields.contains_key("h:initialized") {
+            if opened.contains_key("h:initialized") {
                 handshake.initialized = true;
             }
             let handshake_seq = match fields.get("hv") {
@@ -483,7 +502,7 @@ impl Backend for RedisBackend {
                 None => 0,
             };
             let mut states = BTreeMap::new();
-            for (field, value) in &fields {
+            for (field, value) in &opened {
                 if let Some(name) = field.strip_prefix("s:") {
                     let value = serde_json::from_str(value)
                         .map_err(|err| self.corrupt(format!("`{field}`: {err}")))?;
@@ -512,7 +531,10 @@ impl Backend for RedisBackend {
             if let Some(owner) = owner {
                 invocation.key(self.quota_key(owner));
             }
-            invocation.arg(kept(ttl)).arg(millis(ttl)).arg(id);
+            invocation
+                .arg(kept(ttl))
+                .arg(millis(ttl))
+                .arg(self.member(id));
             let invocation = &invocation;
             let version: i64 = self
                 .bounded(
@@ -545,6 +567,7 @@ impl Backend for RedisBackend {
             };
             let json =
                 serde_json::to_string(&record).map_err(|err| self.corrupt(err.to_string()))?;
+            let key = self.key(id);
             let handshake = &meta.handshake;
             let mut parts: Vec<(String, &str)> = handshake
                 .subscriptions
@@ -557,16 +580,17 @@ impl Backend for RedisBackend {
             if handshake.initialized {
                 parts.push(("h:initialized".to_owned(), "1"));
             }
-            let mut invocation = self.save_meta.key(self.key(id));
+            let mut invocation = self.save_meta.key(&key);
             invocation
                 .key(self.ended_key(id))
                 .key(self.quota_key(&meta.owner))
-                .arg(json)
+                .arg(self.seal(&key, "meta", &json))
                 .arg(kept(ttl))
-                .arg(id)
+                .arg(self.member(id))
                 .arg(parts.len());
             for (field, value) in parts {
-                invocation.arg(field).arg(value);
+                let record = self.seal(&key, &field, value);
+                invocation.arg(field).arg(record);
             }
             let invocation = &invocation;
             let written: i64 = self
@@ -585,14 +609,26 @@ impl Backend for RedisBackend {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Changed, StoreError>> {
         Box::pin(async move {
-            let mut invocation = self.save_handshake.key(self.key(id));
+            let key = self.key(id);
+            let mut invocation = self.save_handshake.key(&key);
             invocation.key(self.ended_key(id)).arg(kept(ttl));
             for change in changes {
                 match change {
-                    Change::Level { params } => invocation.arg("level").arg(params),
-                    Change::Subscribe { uri } => invocation.arg("sub").arg(uri),
-                    Change::Unsubscribe { uri } => invocation.arg("unsub").arg(uri),
-                    Change::Initialized => invocation.arg("initialized").arg(""),
+                    Change::Level { params } => invocation
+                        .arg("level")
+                        .arg("")
+                        .arg(self.seal(&key, "h:level", params)),
+                    Change::Subscribe { uri } => invocation.arg("sub").arg(uri).arg(self.seal(
+                        &key,
+                        &format!("h:sub:{uri}"),
+                        "1",
+                    )),
+                    Change::Unsubscribe { uri } => invocation.arg("unsub").arg(uri).arg(""),
+                    Change::Initialized => invocation.arg("initialized").arg("").arg(self.seal(
+                        &key,
+                        "h:initialized",
+                        "1",
+                    )),
                 };
             }
             let invocation = &invocation;
@@ -638,17 +674,22 @@ impl Backend for RedisBackend {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Saved, StoreError>> {
         Box::pin(async move {
-            let mut invocation = self.save_states.key(self.key(id));
+            let key = self.key(id);
+            let mut invocation = self.save_states.key(&key);
             invocation
                 .key(self.ended_key(id))
                 .arg(expected)
                 .arg(kept(ttl))
                 .arg(write.states.len() + write.documents.len());
             for (name, json) in write.states {
-                invocation.arg(format!("s:{name}")).arg(json);
+                let field = format!("s:{name}");
+                let record = self.seal(&key, &field, &json);
+                invocation.arg(field).arg(record);
             }
             for (digest, json) in write.documents {
-                invocation.arg(format!("d:{digest}")).arg(json);
+                let field = format!("d:{digest}");
+                let record = self.seal(&key, &field, &json);
+                invocation.arg(field).arg(record);
             }
             for digest in write.removed {
                 invocation.arg(format!("d:{digest}"));
@@ -689,11 +730,17 @@ impl Backend for RedisBackend {
                         .await
                 })
                 .await?;
-            Ok(digests
-                .into_iter()
-                .zip(found)
-                .filter_map(|(digest, json)| Some((digest, json?)))
-                .collect())
+            let mut documents = BTreeMap::new();
+            for ((digest, field), stored) in digests.into_iter().zip(fields).zip(found) {
+                let Some(stored) = stored else { continue };
+                // A document that does not verify is an error, not a missing one: a state
+                // without its documents must not be used.
+                let json = self.open(key, field, &stored).ok_or_else(|| {
+                    self.corrupt(format!("the document `{field}` of `{key}` did not verify"))
+                })?;
+                documents.insert(digest, json.to_owned());
+            }
+            Ok(documents)
         })
     }
 
@@ -706,7 +753,7 @@ impl Backend for RedisBackend {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let mut invocation = self.claim.key(self.quota_key(owner));
-            invocation.arg(id).arg(limit).arg(millis(ttl));
+            invocation.arg(self.member(id)).arg(limit).arg(millis(ttl));
             let invocation = &invocation;
             let claimed: i64 = self
                 .bounded(
@@ -720,7 +767,8 @@ impl Backend for RedisBackend {
     fn release<'a>(&'a self, owner: &'a str, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             let key = self.quota_key(owner);
-            let (key, id) = (&key, id);
+            let member = self.member(id);
+            let (key, id) = (&key, &member);
             let _: i64 = self
                 .bounded(|mut connection| async move {
                     redis::cmd("ZREM")
@@ -752,10 +800,19 @@ impl Backend for RedisBackend {
             };
             let mut invocation = self.delete.key(key);
             invocation.key(self.ended_key(id));
-            if let Some(quota) = quota {
+            // `q` is not authenticated: only a quota set of this project is touched.
+            if let Some(quota) = quota.filter(|quota| quota.starts_with(&self.quota)) {
                 invocation.key(quota);
             }
-            invocation.arg(millis(ttl)).arg(id).arg(&self.channel);
+            invocation
+                .arg(millis(ttl))
+                .arg(self.member(id))
+                .arg(&self.channel)
+                .arg(
+                    self.trust
+                        .encrypt(&self.channel, "ended", id)
+                        .map_err(|err| self.corrupt(err.to_string()))?,
+                );
             let invocation = &invocation;
             let removed: i64 = self
                 .bounded(
@@ -776,7 +833,7 @@ mod tests {
     use super::*;
     use crate::shared_store::HandshakeRecord;
 
-    use crate::shared_store::test_server::Server;
+    use crate::shared_store::test_server::{Server, trust};
 
     fn meta() -> SessionMeta {
         SessionMeta {
@@ -816,7 +873,7 @@ mod tests {
     #[tokio::test]
     async fn states_are_written_by_compare_and_set() -> Result<(), StoreError> {
         let server = Server::start().await;
-        let store = RedisBackend::connect(&server.url, "unit").await?;
+        let store = RedisBackend::connect(&server.url, "unit", &trust()).await?;
         assert_eq!(
             store.touch("s1", Some("token:alice"), TTL).await?,
             Touched::Missing,
@@ -865,7 +922,7 @@ mod tests {
     async fn quotas_count_live_sessions_atomically_and_forget_ended_ones() -> Result<(), StoreError>
     {
         let server = Server::start().await;
-        let store = RedisBackend::connect(&server.url, "unit").await?;
+        let store = RedisBackend::connect(&server.url, "unit", &trust()).await?;
         let owner = "token:alice";
         assert!(store.claim(owner, "a", 2, TTL).await?);
         assert!(
@@ -899,7 +956,7 @@ mod tests {
     async fn documents_are_fields_of_their_own_written_once_and_removed_with_the_last_reference()
     -> Result<(), StoreError> {
         let server = Server::start().await;
-        let store = RedisBackend::connect(&server.url, "unit").await?;
+        let store = RedisBackend::connect(&server.url, "unit", &trust()).await?;
         store.save_meta("s", &meta(), TTL).await?;
         let write = StatesWrite {
             states: vec![(
@@ -949,8 +1006,8 @@ mod tests {
 
         const ROUNDS: usize = 150;
         let server = Server::start().await;
-        let one = RedisBackend::connect(&server.url, "unit").await?;
-        let two = RedisBackend::connect(&server.url, "unit").await?;
+        let one = RedisBackend::connect(&server.url, "unit", &trust()).await?;
+        let two = RedisBackend::connect(&server.url, "unit", &trust()).await?;
         assert!(one.save_meta("s", &meta(), TTL).await?);
         let start = one
             .load("s", TTL)
@@ -1049,126 +1106,6 @@ mod tests {
         Ok(())
     }
 
-    /// Writes session `old` as the previous format stored it (the whole handshake inside
-    /// `meta`: level `info`, subscribed to `mem://a` and `mem://b`, initialized), with `fields`
-    /// besides, as a build of the current format may have added to it.
-    async fn write_previous_format(
-        store: &RedisBackend,
-        fields: &[(&str, &str)],
-    ) -> Result<(), StoreError> {
-        let meta = r#"{"principal":"token:alice","owner":"token:alice","handshake":{"initialize":"{}","log_level":"{\"level\":\"info\"}","subscriptions":["mem://a","mem://b"],"initialized":true}}"#;
-        let key = store.key("old");
-        let key = &key;
-        let _: i64 = store
-            .bounded(|mut connection| async move {
-                let mut command = redis::cmd("HSET");
-                command.arg(key).arg("meta").arg(meta).arg("v").arg(0);
-                for (field, value) in fields {
-                    command.arg(field).arg(value);
-                }
-                command.query_async(&mut connection).await
-            })
-            .await?;
-        Ok(())
-    }
-
-    /// A session written in the previous format (the whole handshake inside `meta`) is read:
-    /// its level and subscriptions are the base the fields of later changes override.
-    #[tokio::test]
-    async fn a_record_of_the_previous_format_is_read_and_changed() -> Result<(), StoreError> {
-        let server = Server::start().await;
-        let store = RedisBackend::connect(&server.url, "unit").await?;
-        write_previous_format(&store, &[]).await?;
-        let loaded = store.loaded("old").await?;
-        assert_eq!(
-            loaded.meta.handshake.log_level.as_deref(),
-            Some(r#"{"level":"info"}"#)
-        );
-        assert!(loaded.meta.handshake.initialized);
-        assert_eq!(loaded.handshake_seq, 0);
-        let changes = [
-            Change::Unsubscribe {
-                uri: "mem://a".into(),
-            },
-            Change::Subscribe {
-                uri: "mem://c".into(),
-            },
-        ];
-        store.save_handshake("old", &changes, TTL).await?;
-        let loaded = store.loaded("old").await?;
-        assert_eq!(
-            loaded.meta.handshake.subscriptions,
-            ["mem://b".to_owned(), "mem://c".to_owned()].into()
-        );
-        assert_eq!(
-            loaded.meta.handshake.log_level.as_deref(),
-            Some(r#"{"level":"info"}"#)
-        );
-        assert!(loaded.meta.handshake.initialized);
-        assert_eq!(loaded.handshake_seq, 2);
-        // The change upgraded the record: `meta` holds only the `initialize`, each part has
-        // its field, and the unsubscribed URI none.
-        let fields = store.fields("old").await?;
-        let meta: serde_json::Value =
-            serde_json::from_str(&fields["meta"]).map_err(|err| store.corrupt(err.to_string()))?;
-        assert_eq!(
-            meta,
-            serde_json::json!({"principal": "token:alice", "owner": "token:alice", "handshake": {"initialize": "{}"}})
-        );
-        assert_eq!(
-            fields.get("h:level").map(String::as_str),
-            Some(r#"{"level":"info"}"#)
-        );
-        assert_eq!(fields.get("h:sub:mem://b").map(String::as_str), Some("1"));
-        assert_eq!(fields.get("h:sub:mem://c").map(String::as_str), Some("1"));
-        assert_eq!(fields.get("h:initialized").map(String::as_str), Some("1"));
-        assert!(!fields.contains_key("h:sub:mem://a"), "{fields:?}");
-        // Read the same after the upgrade, and an unsubscribe now removes the field.
-        store
-            .save_handshake(
-                "old",
-                &[Change::Unsubscribe {
-                    uri: "mem://b".into(),
-                }],
-                TTL,
-            )
-            .await?;
-        let loaded = store.loaded("old").await?;
-        assert_eq!(
-            loaded.meta.handshake.subscriptions,
-            ["mem://c".to_owned()].into()
-        );
-        assert!(!store.fields("old").await?.contains_key("h:sub:mem://b"));
-        Ok(())
-    }
-
-    /// A record of the previous format that an earlier build of the current one already
-    /// changed (a newer level, an unsubscribe kept as `0`) keeps those changes through the
-    /// upgrade; a `meta` rewritten by `save_meta` (a new `initialize`) upgrades it too.
-    #[tokio::test]
-    async fn an_upgrade_keeps_the_changes_made_since_the_previous_format() -> Result<(), StoreError>
-    {
-        let server = Server::start().await;
-        let store = RedisBackend::connect(&server.url, "unit").await?;
-        let changed = [
-            ("h:level", r#"{"level":"debug"}"#),
-            ("h:sub:mem://a", "0"),
-            ("hv", "2"),
-        ];
-        write_previous_format(&store, &changed).await?;
-        assert!(store.save_meta("old", &meta(), TTL).await?);
-        let fields = store.fields("old").await?;
-        assert!(!fields["meta"].contains("subscriptions"), "{fields:?}");
-        assert!(!fields.contains_key("h:sub:mem://a"), "{fields:?}");
-        let loaded = store.loaded("old").await?;
-        let handshake = loaded.meta.handshake;
-        assert_eq!(handshake.log_level.as_deref(), Some(r#"{"level":"debug"}"#));
-        assert_eq!(handshake.subscriptions, ["mem://b".to_owned()].into());
-        assert!(handshake.initialized);
-        assert_eq!(loaded.handshake_seq, 2, "an upgrade numbers no change");
-        Ok(())
-    }
-
     /// Many rounds of subscribing and unsubscribing, on many URIs: an unsubscribed URI leaves
     /// the hash (no `0` kept), and the handshake read back is what was last asked for.
     #[tokio::test]
@@ -1176,7 +1113,7 @@ mod tests {
         use std::collections::BTreeSet;
 
         let server = Server::start().await;
-        let store = RedisBackend::connect(&server.url, "unit").await?;
+        let store = RedisBackend::connect(&server.url, "unit", &trust()).await?;
         assert!(store.save_meta("s", &meta(), TTL).await?);
         let mut subscribed = BTreeSet::new();
         for round in 0..200 {
@@ -1205,11 +1142,16 @@ mod tests {
             )
             .await?;
         let fields = store.fields("s").await?;
+        let key = store.key("s");
         let stored: BTreeSet<String> = fields
             .iter()
             .filter_map(|(field, value)| {
                 let uri = field.strip_prefix("h:sub:")?;
-                assert_eq!(value, "1", "{field} is kept as {value}");
+                assert_eq!(
+                    store.open(&key, field, value),
+                    Some("1"),
+                    "{field} is kept as {value}"
+                );
                 Some(uri.to_owned())
             })
             .collect();
@@ -1230,7 +1172,7 @@ mod tests {
     #[tokio::test]
     async fn every_operation_runs_on_a_cluster() -> Result<(), StoreError> {
         let server = Server::start_cluster().await;
-        let store = RedisBackend::connect(&server.url, "unit").await?;
+        let store = RedisBackend::connect(&server.url, "unit", &trust()).await?;
         let owner = "token:alice";
         assert!(store.claim(owner, "s", 2, TTL).await?);
         assert!(store.save_meta("s", &meta(), TTL).await?);
@@ -1275,7 +1217,7 @@ mod tests {
     #[tokio::test]
     async fn a_written_session_counts_while_it_lives() -> Result<(), StoreError> {
         let server = Server::start().await;
-        let store = RedisBackend::connect(&server.url, "unit").await?;
+        let store = RedisBackend::connect(&server.url, "unit", &trust()).await?;
         let owner = "token:alice";
         assert!(
             store
@@ -1293,11 +1235,116 @@ mod tests {
         Ok(())
     }
 
+    /// A record changed in the store (another principal written into `meta`), one moved from
+    /// another session, or one written without the key, is refused: the session is not found.
+    #[tokio::test]
+    async fn records_that_do_not_verify_are_refused() -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let store = RedisBackend::connect(&server.url, "unit", &trust()).await?;
+        for id in ["a", "b", "c", "d"] {
+            assert!(store.save_meta(id, &meta(), TTL).await?);
+            assert!(store.load(id, TTL).await?.is_some());
+        }
+        let hset = |id: &str, field: &'static str, value: String| {
+            let key = store.key(id);
+            let store = &store;
+            async move {
+                let key = &key;
+                let value = &value;
+                store
+                    .bounded(|mut connection| async move {
+                        redis::cmd("HSET")
+                            .arg(key)
+                            .arg(field)
+                            .arg(value)
+                            .query_async::<i64>(&mut connection)
+                            .await
+                    })
+                    .await
+            }
+        };
+        let stored = store.fields("a").await?["meta"].clone();
+        hset("a", "meta", stored.replace("token:alice", "token:mallory")).await?;
+        assert_eq!(store.load("a", TTL).await?, None, "a changed principal");
+        hset("b", "meta", stored.clone()).await?;
+        assert_eq!(store.load("b", TTL).await?, None, "a record moved from `a`");
+        let plain = r#"{"principal":"token:mallory","owner":"token:mallory","handshake":{}}"#;
+        hset("c", "meta", plain.to_owned()).await?;
+        assert_eq!(
+            store.load("c", TTL).await?,
+            None,
+            "a record without the key"
+        );
+        hset("d", "h:level", r#"{"level":"debug"}"#.to_owned()).await?;
+        assert_eq!(
+            store.load("d", TTL).await?,
+            None,
+            "a handshake part without the key"
+        );
+        // No key names the session: only its digest.
+        assert!(!store.key("a").contains(":a"), "{}", store.key("a"));
+        Ok(())
+    }
+
+    /// What another client of Redis publishes on the replicas' channels (a line for a
+    /// session's GET stream, a session ended) is not heard; what a replica announces is.
+    #[tokio::test]
+    async fn only_announcements_made_with_the_key_are_heard() -> Result<(), StoreError> {
+        let server = Server::start().await;
+        let store = RedisBackend::connect(&server.url, "unit", &trust()).await?;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        store.listen(Box::new(move |heard| tx.send(heard).is_ok()));
+        let raw_publish = |channel: String, payload: &'static str| {
+            let store = &store;
+            async move {
+                let channel = &channel;
+                store
+                    .bounded(|mut connection| async move {
+                        redis::cmd("PUBLISH")
+                            .arg(channel)
+                            .arg(payload)
+                            .query_async::<i64>(&mut connection)
+                            .await
+                    })
+                    .await
+            }
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut heard = Vec::new();
+        // Each round: the forged messages, then a genuine one on the same connection, which
+        // Redis delivers after them; once the genuine one arrives the forged ones were dropped.
+        'rounds: loop {
+            assert!(Instant::now() < deadline, "nothing was heard: {heard:?}");
+            raw_publish(format!("{}s", store.stream_channel), r#"{"forged":1}"#).await?;
+            raw_publish(store.channel.clone(), "s").await?;
+            store.publish("s", r#"{"genuine":1}"#).await?;
+            while let Ok(Some(one)) =
+                tokio::time::timeout(Duration::from_millis(100), rx.recv()).await
+            {
+                let genuine =
+                    matches!(&one, Heard::ForStream { line, .. } if line.contains("genuine"));
+                heard.push(one);
+                if genuine {
+                    break 'rounds;
+                }
+            }
+        }
+        assert!(
+            heard.iter().all(|one| match one {
+                Heard::ForStream { id, line } => id == "s" && line == r#"{"genuine":1}"#,
+                Heard::Ended(_) => false,
+                Heard::Reconnecting => true,
+            }),
+            "{heard:?}"
+        );
+        Ok(())
+    }
+
     #[tokio::test]
     async fn namespaces_keep_projects_apart() -> Result<(), StoreError> {
         let server = Server::start().await;
-        let one = RedisBackend::connect(&server.url, "one").await?;
-        let two = RedisBackend::connect(&server.url, "two").await?;
+        let one = RedisBackend::connect(&server.url, "one", &trust()).await?;
+        let two = RedisBackend::connect(&server.url, "two", &trust()).await?;
         one.save_meta("s", &meta(), TTL).await?;
         assert_eq!(two.load("s", TTL).await?, None);
         assert!(one.load("s", TTL).await?.is_some());
@@ -1308,7 +1355,7 @@ mod tests {
     async fn a_store_that_goes_away_fails_fast_naming_itself_and_recovers() -> Result<(), StoreError>
     {
         let mut server = Server::start().await;
-        let store = RedisBackend::connect(&server.url, "unit").await?;
+        let store = RedisBackend::connect(&server.url, "unit", &trust()).await?;
         store.save_meta("s", &meta(), TTL).await?;
         server.stop();
         let failed = store.touch("s", Some("token:alice"), TTL).await;

@@ -136,3 +136,11 @@ async fn listening(child: &mut Child) {
         Err(_) => panic!("redis-server did not accept connections within 20 s"),
     }
 }
+
+/// The trust every unit test's replicas share: one fixed key, no TLS settings.
+pub(crate) fn trust() -> super::StoreTrust {
+    match super::StoreKey::from_secret(&[7u8; 32]) {
+        Ok(key) => super::StoreTrust::new(key),
+        Err(err) => panic!("a 32-byte secret is a key: {err}"),
+    }
+}

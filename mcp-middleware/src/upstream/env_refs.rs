@@ -1,4 +1,4 @@
-//! `${env:VAR}` in server definitions (SPEC T6): resolved from the proxy's environment only when
+//! `${env:VAR}` in server definitions: resolved from the proxy's environment only when
 //! the proxy starts the server, so the value never reaches logs, errors or descriptions, which
 //! all show the definition as written.
 

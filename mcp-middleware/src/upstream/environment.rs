@@ -1,4 +1,4 @@
-//! Which of the proxy's environment variables a stdio child gets (SPEC S2): the policy a
+//! Which of the proxy's environment variables a stdio child gets: the policy a
 //! [`StdioServer`](super::StdioServer) is started with.
 //!
 //! The proxy's environment holds its own secrets (an audit key, credentials for other

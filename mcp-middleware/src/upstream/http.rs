@@ -1,4 +1,4 @@
-//! An upstream MCP server reached over streamable HTTP (SPEC T3).
+//! An upstream MCP server reached over streamable HTTP.
 //!
 //! To the session it is one more upstream spoken to with JSON-RPC lines; a task turns each line
 //! into a `POST` to the server's endpoint and each answer (a JSON body, or an SSE stream of
@@ -76,7 +76,7 @@ pub struct HttpUpstream {
     url: String,
     headers: Vec<(String, String)>,
     ca_files: Vec<std::path::PathBuf>,
-    /// Token exchange for `Authorization` (issue 17), and the session's caller it exchanges for.
+    /// Token exchange for `Authorization` (RFC 8693), and the session's caller it exchanges for.
     token_exchange: Option<TokenExchange>,
     caller: Option<Caller>,
     era_record: Option<super::EraRecord>,

@@ -1,4 +1,4 @@
-//! Several upstream servers served as one (SPEC T4).
+//! Several upstream servers served as one.
 //!
 //! To the session a [`ServerSet`] is one upstream, spoken to with JSON-RPC lines like a child
 //! process; behind it a task (the *merger*) runs every server and routes:

@@ -25,14 +25,14 @@ use crate::transport::lines::{Part, Piece};
 use crate::transport::pipe_writer;
 use crate::transport::{Frame, LineReader};
 
-/// How to start an upstream MCP server as a child process (SPEC T1).
+/// How to start an upstream MCP server as a child process.
 ///
 /// The child's environment is what its [`EnvPolicy`] lets through from the proxy's (by default
 /// only the variables the official MCP SDKs pass: `HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`,
 /// `USER`) plus the variables set here; it runs in the proxy's working directory unless one is
 /// set. Its stderr goes to the proxy's stderr, its stdin and stdout carry the protocol.
 /// `${env:VAR}` in the command, arguments, environment values or directory is replaced by the
-/// proxy's variable when the child starts (SPEC T6); everything that describes the server shows
+/// proxy's variable when the child starts; everything that describes the server shows
 /// it as written. A variable the policy denies is never given to the child, by any of these.
 ///
 /// The child's stderr is passed through as it is: the proxy never logs a resolved value itself,

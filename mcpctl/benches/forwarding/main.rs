@@ -1,5 +1,5 @@
 //! What the proxy costs, measured against a direct connection to the same upstream server in
-//! one interleaved run (SPEC Q1): `mcpctl proxy` on stdio and `mcpctl serve` on streamable
+//! one interleaved run: `mcpctl proxy` on stdio and `mcpctl serve` on streamable
 //! HTTP, each with the `passthrough` model and with `default` (gate + paginate).
 //!
 //! The upstream is this very binary (see `server.rs`, and `rmcp_server.rs` for the second
@@ -19,7 +19,7 @@
 //! - stdio: the server itself (direct); `mcpctl proxy --model passthrough -- <this binary>`;
 //!   the same with `--model default`; and this binary as a library proxy
 //!   (`FORWARDING_BENCH_PROXY=1`, `Proxy::run_stdio`) running a model whose only hooks are on
-//!   methods the bench never sends: it must cost what passthrough does (SPEC F3); and this
+//!   methods the bench never sends: it must cost what passthrough does; and this
 //!   binary as a byte relay in front of itself (`FORWARDING_BENCH_RELAY=1`, `relay.rs`), the
 //!   floor of any proxy process.
 //! - HTTP: the server over HTTP (direct); `mcpctl serve --listen 127.0.0.1:0 --model M --
@@ -44,7 +44,7 @@
 //! proxy process only, not the upstream children), and peak RSS (`VmHWM`) at the end. Last, a
 //! 16 MiB message (an echo of 16 MiB of text) goes through every connection.
 //!
-//! The last lines check SPEC Q1's targets (issue 7) and print PASS or MISS for each model.
+//! The last lines check the performance targets and print PASS or MISS for each model.
 //! The bench exits 0 either way, as it measures and does not test; it exits non-zero only when
 //! something breaks (a child that crashes, a wrong answer).
 //!

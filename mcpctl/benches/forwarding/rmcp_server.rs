@@ -1,4 +1,4 @@
-//! The second baseline (issue 13: "a 5 us hand-written server is not what users run"): the
+//! The second baseline (a 5 us hand-written server is not what users run): the
 //! same tools as `server.rs` (`echo`, `blob`, the 1,000-tool list) served by rmcp 3.11's own
 //! server, a `ServerHandler` as an rmcp user writes it. On stdio it runs on rmcp's default
 //! `stdio()` transport (what rmcp's examples use), with the line limit raised to 64 MiB so the

@@ -11,9 +11,7 @@ use hyper::{Response, StatusCode, header};
 use mcp_middleware::http::SessionSummary;
 use mcp_middleware_models::audit::KeySource;
 use mcp_middleware_models::audit_log::{Anchor, AuditKey, Verdict, verify, verify_with_anchor};
-use mcpctl::store::{
-    AnyResource, ProjectSpec, PromptSpec, ServerSpec, Store, parse_every_document,
-};
+use mcpctl::store::{AnyResource, ProjectSpec, PromptSpec, ServerSpec, Store};
 use serde_json::{Value, json};
 
 use super::AdminState;
@@ -268,9 +266,11 @@ pub(crate) async fn code_mode(state: &AdminState, endpoint: &str, body: &[u8]) -
     }
 }
 
+/// A session as the API lists it: named by its log digest (as the proxy's logs name it), never
+/// by its `Mcp-Session-Id`, which is what a client presents to use the session.
 fn session_json(session: &SessionSummary, model: &str) -> Value {
     json!({
-        "id": session.id,
+        "id": mcp_middleware::http::Sessions::log_id(&session.id),
         "principal": session.principal,
         "clientName": session.client_name,
         "clientVersion": session.client_version,
@@ -294,16 +294,27 @@ pub(crate) fn sessions(state: &AdminState) -> Response<Body> {
     ok(json!({ "sessions": sessions }))
 }
 
-/// `DELETE /api/sessions/{id}`.
+/// `DELETE /api/sessions/{id}`, `id` being the session's log digest as `GET /api/sessions`
+/// lists it.
 pub(crate) fn end_session(state: &AdminState, id: &str, by: &str) -> Response<Body> {
-    if state
+    let found = state
         .sessions
-        .end(id, "the session was ended by an administrator")
-    {
-        tracing::info!(session = %mcp_middleware::http::Sessions::log_id(id), admin = by, "session ended by an administrator");
-        ok(json!({"ended": id}))
-    } else {
-        error(StatusCode::NOT_FOUND, format!("no open session `{id}`"))
+        .list()
+        .into_iter()
+        .find(|s| mcp_middleware::http::Sessions::log_id(&s.id) == id);
+    match found {
+        Some(session)
+            if state
+                .sessions
+                .end(&session.id, "the session was ended by an administrator") =>
+        {
+            tracing::info!(session = %id, admin = by, "session ended by an administrator");
+            ok(json!({"ended": id}))
+        }
+        _ => error(
+            StatusCode::NOT_FOUND,
+            format!("no open session `{id}` (name a session by the `id` GET /api/sessions lists)"),
+        ),
     }
 }
 
@@ -327,8 +338,9 @@ pub(crate) fn proxy_models(state: &AdminState) -> Response<Body> {
     }
 }
 
-/// `GET /api/project`: the project, its servers and prompts as stored (so secrets show as
-/// the `${env:VAR}` references they are written as), and the model running.
+/// `GET /api/project`: the project, its servers and prompts as stored, secrets hidden
+/// ([`super::redact`]: `${env:VAR}` references show as written, literal secrets as `***`), and
+/// the model running.
 pub(crate) fn project(state: &AdminState) -> Response<Body> {
     let Some((store, name)) = &state.project else {
         return ok(json!({
@@ -341,10 +353,10 @@ pub(crate) fn project(state: &AdminState) -> Response<Body> {
         let project = store.get::<ProjectSpec>(name)?;
         let mut servers = Vec::new();
         for server in &project.spec.servers {
-            servers.push(
-                serde_json::to_value(store.get::<ServerSpec>(server)?.to_document())
-                    .unwrap_or(Value::Null),
-            );
+            let mut document = serde_json::to_value(store.get::<ServerSpec>(server)?.to_document())
+                .unwrap_or(Value::Null);
+            super::redact::server(&mut document);
+            servers.push(document);
         }
         let mut prompts = Vec::new();
         for prompt in &project.spec.prompts {
@@ -353,8 +365,10 @@ pub(crate) fn project(state: &AdminState) -> Response<Body> {
                     .unwrap_or(Value::Null),
             );
         }
+        let mut document = serde_json::to_value(project.to_document()).unwrap_or(Value::Null);
+        super::redact::project(&mut document);
         Ok(json!({
-            "project": serde_json::to_value(project.to_document()).unwrap_or(Value::Null),
+            "project": document,
             "model": state.model,
             "servers": servers,
             "prompts": prompts,
@@ -474,57 +488,14 @@ fn tokio_stream_of(
 
 /// `POST /api/apply`: YAML (`application/yaml`) or JSON (`application/json`) resource
 /// documents, checked like `mcpctl apply -f` and written together, or not at all.
-pub(crate) fn apply(state: &AdminState, content_type: &str, body: &[u8]) -> Response<Body> {
-    let Ok(text) = std::str::from_utf8(body) else {
-        return apply_errors(vec![
-            json!({"document": null, "line": null, "field": null, "message": "the body is not UTF-8"}),
-        ]);
-    };
-    let mime = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    let yaml = match mime.as_str() {
-        "application/yaml" | "application/x-yaml" | "text/yaml" => text.to_owned(),
-        // JSON is YAML; a JSON array holds several documents.
-        "application/json" => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Array(documents)) => documents
-                .iter()
-                .map(Value::to_string)
-                .collect::<Vec<_>>()
-                .join("\n---\n"),
-            Ok(document) => document.to_string(),
-            Err(err) => {
-                return apply_errors(vec![
-                    json!({"document": 0, "line": err.line(), "field": null, "message": format!("not JSON: {err}")}),
-                ]);
-            }
-        },
-        _ => {
-            return error(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "send resource documents as `Content-Type: application/yaml` or `application/json`",
-            );
-        }
-    };
-    let resources: Vec<AnyResource> = match parse_every_document("request", &yaml) {
+pub(crate) async fn apply(state: &AdminState, content_type: &str, body: &[u8]) -> Response<Body> {
+    let resources: Vec<AnyResource> = match super::request::parse_apply_body(content_type, body) {
         Ok(resources) => resources,
-        Err(wrong) => {
-            return apply_errors(
-                wrong
-                    .iter()
-                    .map(|e| json!({"document": e.file, "line": e.line, "field": e.field, "message": e.message}))
-                    .collect(),
-            );
+        Err(err @ super::request::ApplyBodyError::UnsupportedMediaType) => {
+            return error(StatusCode::UNSUPPORTED_MEDIA_TYPE, err.to_string());
         }
+        Err(super::request::ApplyBodyError::Documents(problems)) => return apply_errors(problems),
     };
-    if resources.is_empty() {
-        return apply_errors(vec![
-            json!({"document": null, "line": null, "field": null, "message": "no resources: expected documents with `kind: Server`, `kind: Prompt` or `kind: Project`"}),
-        ]);
-    }
     let store = match &state.project {
         Some((store, _)) => Ok(store.clone()),
         None => Store::from_env(),
@@ -546,9 +517,17 @@ pub(crate) fn apply(state: &AdminState, content_type: &str, body: &[u8]) -> Resp
                 .iter()
                 .map(|a| json!({"kind": a.kind.title(), "name": a.name, "action": a.action.as_str()}))
                 .collect();
+            let in_force_here = matches!(reloaded, Some(Ok(_)));
+            let mut reload = reload_json(reloaded);
+            // Answered once the other replicas run it too (a generation fence), or naming
+            // those that do not.
+            if let (Some(reloader), true) = (&state.reloader, in_force_here) {
+                let behind = reloader.in_force_on_replicas(REPLICAS_WAIT).await;
+                reload["replicasBehind"] = json!(behind);
+            }
             ok(json!({
                 "results": results,
-                "reload": reload_json(reloaded),
+                "reload": reload,
             }))
         }
         Err(err) => apply_errors(vec![
@@ -556,6 +535,9 @@ pub(crate) fn apply(state: &AdminState, content_type: &str, body: &[u8]) -> Resp
         ]),
     }
 }
+
+/// How long `POST /api/apply` waits for the other replicas of a shared store to run the change.
+const REPLICAS_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What the reload after an apply did, so the answer says what the running proxy now runs.
 /// Which documents were wrong is checked before anything is written (400); what can still be

@@ -1,8 +1,12 @@
-//! The admin listener (`mcpctl serve ... --admin-listen ADDR --admin-tokens FILE`, SPEC T7): a
+//! The admin listener (`mcpctl serve ... --admin-listen ADDR --admin-tokens FILE`): a
 //! JSON API, `/metrics` and the web UI for the operator of a running `serve`, on an address of
 //! its own, every endpoint behind the admin tokens ([`auth`]).
 //!
-//! - [`http`]: the listener and the router (hyper, as the library's MCP front).
+//! - [`http`]: the listener and the router (hyper, as the library's MCP front), with its
+//!   bounds (connections, header and body times and sizes) and the MCP front's Host/Origin
+//!   check.
+//! - [`request`]: the pure parsing of what requests carry (forms, apply bodies).
+//! - [`redact`]: what the API's documents hide (secrets, keys, session ids).
 //! - [`api`]: the `/api/*` endpoints; [`openapi.json`](openapi.json) documents them.
 //! - [`view`]: the admin's own MCP session through the proxy (tools, calls).
 //! - [`logs`]: the log tail; [`metrics`]: `/metrics`; [`ui`]: the embedded web UI.
@@ -13,6 +17,8 @@ pub(crate) mod http;
 pub(crate) mod logs;
 #[cfg(feature = "metrics")]
 pub(crate) mod metrics;
+pub(crate) mod redact;
+pub(crate) mod request;
 pub(crate) mod setup;
 pub(crate) mod ui;
 pub(crate) mod view;
@@ -62,6 +68,8 @@ pub(crate) struct AuditSource {
 /// What the admin listener serves, gathered by `serve`.
 pub(crate) struct AdminState {
     pub(crate) auth: auth::AdminAuth,
+    /// The MCP front's Host/Origin check (DNS-rebinding protection), run before anything else.
+    pub(crate) guard: mcp_middleware::http::Guard,
     pub(crate) sessions: Sessions,
     pub(crate) view: view::View,
     pub(crate) servers: ServerNames,

@@ -193,13 +193,19 @@ impl Prepared {
 }
 
 impl Ready {
-    /// Starts serving, for the proxy whose sessions are `sessions`.
-    pub(crate) async fn start(self, sessions: Sessions) -> anyhow::Result<Running> {
+    /// Starts serving, for the proxy whose sessions are `sessions`, accepting the hosts and
+    /// origins `guard` (the MCP front's) accepts.
+    pub(crate) async fn start(
+        self,
+        sessions: Sessions,
+        guard: mcp_middleware::http::Guard,
+    ) -> anyhow::Result<Running> {
         let p = self.prepared;
         let listener = tokio::net::TcpListener::from_std(p.listener)
             .context("cannot set up the admin listener")?;
         let state = Arc::new(AdminState {
             auth: AdminAuth::new(p.tokens),
+            guard,
             sessions,
             view: View::new(self.factory),
             servers: p.servers,
@@ -214,7 +220,10 @@ impl Ready {
         });
         let server = super::http::start(listener, state.clone())
             .context("cannot start the admin listener")?;
-        eprintln!("admin listening on http://{}/", server.addr);
+        crate::cli::say(
+            "INFO",
+            &format!("admin listening on http://{}/", server.addr),
+        );
         Ok(Running { server, state })
     }
 }

@@ -69,6 +69,8 @@ pub(crate) struct Logging {
     pub(crate) log: Option<String>,
     /// `--log-file`.
     pub(crate) log_file: Option<PathBuf>,
+    /// `--log-format json`.
+    pub(crate) json: bool,
 }
 
 /// Runs the steps in one session.
@@ -127,6 +129,9 @@ pub(crate) fn run(args: ClientArgs, logging: &Logging) -> anyhow::Result<()> {
     }
     if let Some(file) = &logging.log_file {
         command.arg("--log-file").arg(file);
+    }
+    if logging.json {
+        command.args(["--log-format", "json"]);
     }
     if !args.command.is_empty() {
         command.arg("--").args(&args.command);

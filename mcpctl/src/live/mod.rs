@@ -20,6 +20,7 @@ pub(crate) mod shared;
 pub(crate) mod watch;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
@@ -27,6 +28,7 @@ use mcp_middleware::Proxy;
 use mcp_middleware::live::{Live, Reloaded};
 use mcp_middleware::request_tap::RequestTap;
 use mcpctl::store::project::DEFAULT_NAMESPACE_SEPARATOR;
+use mcpctl::store::running::Following;
 use mcpctl::store::{ProjectSpec, ServerSpec, Store};
 
 use crate::proxy::{ProxyArgs, build_following};
@@ -92,8 +94,19 @@ pub(crate) struct Reloader {
     /// Held for a whole reload (and the write before it, for `POST /api/apply`), so the store
     /// watch's reload of the same change waits and then finds nothing changed.
     reloading: Mutex<()>,
-    /// Told after every reload that was not refused (`shared`: the replicas' configuration).
-    reloads: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<()>>,
+    /// Told the number of every reload that was not refused (`shared`: the replicas'
+    /// configuration).
+    reloads: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<u64>>,
+    /// How many reloads were not refused: the last one's number.
+    reloaded: std::sync::atomic::AtomicU64,
+    /// With a shared store: what waits for the other replicas to run a reload of this one.
+    #[cfg(feature = "redis")]
+    fence: std::sync::OnceLock<shared::Fence>,
+    /// The store's revision the running configuration was built from.
+    revision: std::sync::atomic::AtomicU64,
+    /// This proxy's entry among the store's running proxies, once the store is watched: every
+    /// reload records there which revision is in force, for the commands that wait for it.
+    following: std::sync::OnceLock<Following>,
 }
 
 impl std::fmt::Debug for Reloader {
@@ -124,14 +137,33 @@ impl Reloader {
             known: Mutex::new(Known::default()),
             reloading: Mutex::new(()),
             reloads: std::sync::OnceLock::new(),
+            reloaded: Default::default(),
+            #[cfg(feature = "redis")]
+            fence: std::sync::OnceLock::new(),
+            revision: Default::default(),
+            following: std::sync::OnceLock::new(),
         });
+        // Read before the files: what they hold is that revision's, or a later one's.
+        let revision = reloader.store.revision();
         let proxy = reloader.build()?;
         reloader
             .live
             .reload(&proxy)
             .with_context(|| format!("project `{}`", reloader.project))?;
         reloader.remember()?;
+        reloader.revision.store(revision, Ordering::Relaxed);
         Ok((proxy, Some(reloader)))
+    }
+
+    /// Enters this proxy among the store's running proxies, with the revision it runs: from
+    /// now on `apply`, `edit` and `delete` wait for it to reload their change. Called once the
+    /// store is watched (a proxy that does not watch would only make them wait in vain).
+    pub(crate) fn follow(&self) -> anyhow::Result<()> {
+        let following = Following::register(&self.store, &self.project)?;
+        let _one = self.lock();
+        following.record(self.revision.load(Ordering::Relaxed), Ok(()))?;
+        let _ = self.following.set(following);
+        Ok(())
     }
 
     /// The handle the project's proxies follow.
@@ -139,13 +171,34 @@ impl Reloader {
         &self.live
     }
 
-    /// From now on, every reload that was not refused (it took effect, or found nothing
-    /// changed) is told on the returned channel. Only the first caller is told.
+    /// From now on, the number of every reload that was not refused (it took effect, or
+    /// found nothing changed) is told on the returned channel. Only the first caller is told.
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn tell_reloads(&self) -> tokio::sync::mpsc::UnboundedReceiver<()> {
+    pub(crate) fn tell_reloads(&self) -> tokio::sync::mpsc::UnboundedReceiver<u64> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let _ = self.reloads.set(tx);
         rx
+    }
+
+    /// With a shared store: what [`Reloader::in_force_on_replicas`] waits on.
+    #[cfg(feature = "redis")]
+    pub(crate) fn share(&self, fence: shared::Fence) {
+        let _ = self.fence.set(fence);
+    }
+
+    /// Waits, at most `limit`, until every other live replica of the shared store runs what
+    /// this replica's last reload installed (a generation fence: from then on no replica
+    /// routes a request by the configuration before it); what did not happen, one sentence
+    /// each. Nothing to wait for without a shared store.
+    pub(crate) async fn in_force_on_replicas(&self, limit: std::time::Duration) -> Vec<String> {
+        #[cfg(feature = "redis")]
+        if let Some(fence) = self.fence.get() {
+            return fence
+                .wait(self.reloaded.load(Ordering::Acquire), limit)
+                .await;
+        }
+        let _ = limit;
+        Vec::new()
     }
 
     /// The store the project lives in.
@@ -183,6 +236,8 @@ impl Reloader {
     }
 
     fn reload_locked(&self, cause: &str) -> anyhow::Result<Outcome> {
+        // Read before the files: what they hold is that revision's, or a later one's.
+        let revision = self.store.revision();
         let reloaded = self
             .build()
             .and_then(|proxy| Ok(self.live.reload(&proxy)?))
@@ -193,9 +248,12 @@ impl Reloader {
                 tracing::error!(
                     "live reload ({cause}) refused, the running configuration stays: {err:#}"
                 );
+                self.record(revision, Err(&format!("{err:#}")));
                 return Err(err);
             }
         };
+        self.revision.store(revision, Ordering::Relaxed);
+        self.record(revision, Ok(()));
         let (before, _) = self.servers();
         self.remember()?;
         let (after, _) = self.servers();
@@ -212,10 +270,20 @@ impl Reloader {
             }
         }
         tracing::info!("live reload ({cause}): {outcome}");
+        let number = self.reloaded.fetch_add(1, Ordering::AcqRel) + 1;
         if let Some(reloads) = self.reloads.get() {
-            let _ = reloads.send(());
+            let _ = reloads.send(number);
         }
         Ok(outcome)
+    }
+
+    /// Tells the commands waiting for `revision` how its reload went.
+    fn record(&self, revision: u64, outcome: Result<(), &str>) {
+        if let Some(following) = self.following.get()
+            && let Err(err) = following.record(revision, outcome)
+        {
+            tracing::warn!("{err}: commands that change the store will not see this reload");
+        }
     }
 
     /// Reads the project's servers as they are stored now.

@@ -25,11 +25,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
-use mcp_middleware::shared_store::{ConfigNews, SharedConfig};
+use mcp_middleware::shared_store::{ConfigNews, SharedConfig, StoreError, StoreTrust};
 use mcpctl::store::{Kind, ProjectSpec, Store};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::Reloader;
 
@@ -120,11 +121,19 @@ pub(crate) async fn take_newest_at_start(
     url: &str,
     project: &str,
     store: &Store,
+    trust: &StoreTrust,
 ) -> anyhow::Result<SharedConfig> {
-    let config = SharedConfig::redis(url, project)
+    let config = SharedConfig::redis(url, project, trust)
         .await
         .context("--store: the shared configuration")?;
-    if let Some(newest) = config.current().await.context("--store")? {
+    let newest = match config.current().await {
+        Ok(newest) => newest,
+        // Logged by `current`, naming the key and why: this replica starts with its own
+        // documents, which it then publishes over the refused generation.
+        Err(StoreError::Corrupt { .. }) => None,
+        Err(err) => return Err(err).context("--store"),
+    };
+    if let Some(newest) = newest {
         let written = write_documents(store, &newest.documents).with_context(|| {
             format!(
                 "generation {} of the shared configuration",
@@ -142,17 +151,91 @@ pub(crate) async fn take_newest_at_start(
 }
 
 /// Keeps this replica's configuration and the shared one in step from now on (see the
-/// module docs), in a task of its own.
+/// module docs), in a task of its own; and makes the reloader's
+/// [`in_force_on_replicas`](Reloader::in_force_on_replicas) wait for the other replicas.
 pub(crate) fn start(config: SharedConfig, reloader: Arc<Reloader>) {
     let reloads = reloader.tell_reloads();
+    let (shared, published) = watch::channel(Shared::default());
+    reloader.share(Fence {
+        config: config.clone(),
+        published,
+    });
     tokio::spawn(
         Sharing {
             config,
             reloader,
             last: None,
+            replica: replica_name(),
+            in_force: 0,
+            refused: None,
+            shared,
         }
         .run(reloads),
     );
+}
+
+/// A name for this replica unique among the project's, for its acknowledgements.
+fn replica_name() -> String {
+    let mut bytes = [0u8; 8];
+    let random = getrandom::fill(&mut bytes).map_or_else(
+        |_| format!("{:x}", std::process::id()),
+        |()| bytes.iter().map(|b| format!("{b:02x}")).collect(),
+    );
+    let host = std::env::var("HOSTNAME").unwrap_or_default();
+    if host.is_empty() {
+        random
+    } else {
+        format!("{host}-{random}")
+    }
+}
+
+/// What the sharing task last made of a reload of this replica.
+#[derive(Debug, Clone, Copy, Default)]
+struct Shared {
+    /// The reload's number ([`Reloader::tell_reloads`]).
+    reload: u64,
+    /// The generation its documents are in the shared store; `None` when they could not be
+    /// published.
+    generation: Option<u64>,
+}
+
+/// What [`Reloader::in_force_on_replicas`] waits on.
+pub(crate) struct Fence {
+    config: SharedConfig,
+    published: watch::Receiver<Shared>,
+}
+
+impl Fence {
+    /// Waits, at most `limit`, until reload `reload` of this replica is published and every
+    /// other live replica runs it; what did not happen, one sentence each.
+    pub(crate) async fn wait(&self, reload: u64, limit: Duration) -> Vec<String> {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut published = self.published.clone();
+        let seen = tokio::time::timeout_at(deadline, published.wait_for(|s| s.reload >= reload))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|shared| *shared);
+        let Some(Shared {
+            generation: Some(generation),
+            ..
+        }) = seen
+        else {
+            return vec![
+                "the change was not shared with the other replicas (see the log); they run the configuration before it".to_owned(),
+            ];
+        };
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match self.config.await_in_force(generation, left).await {
+            Ok(lagging) => lagging
+                .iter()
+                .map(|l| format!("generation {generation}: {l}"))
+                .collect(),
+            Err(err) => vec![format!(
+                "whether the other replicas run generation {generation} is unknown: {err}"
+            )],
+        }
+    }
 }
 
 struct Sharing {
@@ -160,13 +243,22 @@ struct Sharing {
     reloader: Arc<Reloader>,
     /// The documents last published here or taken from the store.
     last: Option<BTreeMap<String, String>>,
+    /// This replica's name in its acknowledgements.
+    replica: String,
+    /// The generation this replica runs.
+    in_force: u64,
+    /// A later generation it could not take, and why.
+    refused: Option<(u64, String)>,
+    /// Told after each of this replica's reloads is published.
+    shared: watch::Sender<Shared>,
 }
 
 impl Sharing {
-    async fn run(mut self, mut reloads: mpsc::UnboundedReceiver<()>) {
+    async fn run(mut self, mut reloads: mpsc::UnboundedReceiver<u64>) {
         let mut news = self.config.watch();
         // What this replica started with, unless the store has it already.
-        self.publish().await;
+        self.publish(0).await;
+        let mut heartbeat = tokio::time::interval(SharedConfig::ACK_EVERY);
         loop {
             tokio::select! {
                 heard = news.recv() => match heard {
@@ -175,9 +267,10 @@ impl Sharing {
                     None => return,
                 },
                 reloaded = reloads.recv() => match reloaded {
-                    Some(()) => self.publish().await,
+                    Some(reload) => self.publish(reload).await,
                     None => return,
                 },
+                _ = heartbeat.tick() => self.acknowledge().await,
             }
         }
     }
@@ -186,19 +279,45 @@ impl Sharing {
         &self.reloader.project
     }
 
-    /// Publishes this replica's documents if they are not what it last published or took.
-    async fn publish(&mut self) {
+    /// Tells the other replicas which generation this one runs (and keeps it counted live).
+    async fn acknowledge(&self) {
+        let refused = self
+            .refused
+            .as_ref()
+            .map(|(generation, why)| (*generation, why.as_str()));
+        if let Err(err) = self
+            .config
+            .acknowledge(&self.replica, self.in_force, refused)
+            .await
+        {
+            tracing::warn!(
+                "{err}; the other replicas do not know which configuration this one runs"
+            );
+        }
+    }
+
+    /// Publishes this replica's documents (after its reload `reload`) if they are not what it
+    /// last published or took.
+    async fn publish(&mut self, reload: u64) {
         let documents = match documents(self.reloader.store(), self.project()) {
             Ok(documents) => documents,
             Err(err) => {
                 tracing::warn!("{err:#}; this replica's configuration was not shared");
+                self.shared.send_replace(Shared {
+                    reload,
+                    generation: None,
+                });
                 return;
             }
         };
         if self.last.as_ref() == Some(&documents) {
+            self.shared.send_replace(Shared {
+                reload,
+                generation: Some(self.in_force),
+            });
             return;
         }
-        match self.config.publish(&documents).await {
+        let generation = match self.config.publish(&documents).await {
             Ok(published) => {
                 if published.changed {
                     tracing::info!(
@@ -207,11 +326,19 @@ impl Sharing {
                     );
                 }
                 self.last = Some(documents);
+                self.in_force = published.generation;
+                self.refused = None;
+                self.acknowledge().await;
+                Some(published.generation)
             }
-            Err(err) => tracing::warn!(
-                "{err}; this replica's configuration was not shared (the next change tries again)"
-            ),
-        }
+            Err(err) => {
+                tracing::warn!(
+                    "{err}; this replica's configuration was not shared (the next change tries again)"
+                );
+                None
+            }
+        };
+        self.shared.send_replace(Shared { reload, generation });
     }
 
     /// Takes the newest generation: written into this replica's store and reloaded when it
@@ -222,19 +349,26 @@ impl Sharing {
             // A store that lost it (restarted without persistence): this replica's is the one.
             Ok(None) => {
                 self.last = None;
-                return self.publish().await;
+                let reload = self.shared.borrow().reload;
+                return self.publish(reload).await;
             }
+            // Logged by `current` (naming the key and why); the running configuration stays.
+            Err(StoreError::Corrupt { .. }) => return,
             Err(err) => {
                 tracing::warn!("{err}; the shared configuration is read again when it returns");
                 return;
             }
         };
+        let generation = newest.generation;
         if self.last.as_ref() == Some(&newest.documents) {
+            if self.in_force != generation {
+                self.in_force = generation;
+                self.acknowledge().await;
+            }
             return;
         }
         self.last = Some(newest.documents.clone());
         let reloader = self.reloader.clone();
-        let generation = newest.generation;
         let cause = format!("generation {generation} of the shared configuration");
         let taken = tokio::task::spawn_blocking(move || {
             let store = reloader.store().clone();
@@ -243,12 +377,23 @@ impl Sharing {
         .await;
         match taken {
             // The reload logged its outcome (a refusal names the file and field).
-            Ok(Ok(_)) => {}
-            Ok(Err(err)) => tracing::error!(
-                "{err:#}; the shared configuration's generation {generation} was not taken, the running configuration stays"
-            ),
-            Err(err) => tracing::error!(%err, "taking the shared configuration failed"),
+            Ok(Ok((_, Ok(_)))) => {
+                self.in_force = generation;
+                self.refused = None;
+            }
+            Ok(Ok((_, Err(err)))) => self.refused = Some((generation, format!("{err:#}"))),
+            Ok(Err(err)) => {
+                tracing::error!(
+                    "{err:#}; the shared configuration's generation {generation} was not taken, the running configuration stays"
+                );
+                self.refused = Some((generation, format!("{err:#}")));
+            }
+            Err(err) => {
+                tracing::error!(%err, "taking the shared configuration failed");
+                self.refused = Some((generation, err.to_string()));
+            }
         }
+        self.acknowledge().await;
     }
 }
 

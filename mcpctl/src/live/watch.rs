@@ -6,6 +6,11 @@
 //! reports every open, and the reload itself reads the files, so a file counts as changed only
 //! when its modification time, size or existence differs from what the last look saw (a
 //! `stat`, which reports nothing).
+//!
+//! The store's `revision` file counts too: a command that changed the store raises it after
+//! its files, so a reload that read the revision before that is followed by one that reads
+//! it after, and the proxy records the revision in force for the command that waits for it
+//! (`mcpctl::store::running`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +22,7 @@ use notify_debouncer_mini::notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
 
 use super::Reloader;
+use mcpctl::store::revision;
 
 /// How long the store must be quiet before a burst of changes is reloaded as one.
 const QUIET: Duration = Duration::from_millis(200);
@@ -52,9 +58,11 @@ fn look(path: &Path) -> Look {
     Some((metadata.modified().ok()?, metadata.len()))
 }
 
-/// Every resource file of the store as it looks now.
+/// Every resource file of the store, and its revision file, as they look now.
 fn look_all(root: &Path) -> BTreeMap<PathBuf, Look> {
     let mut seen = BTreeMap::new();
+    let revision = root.join(revision::FILE);
+    seen.insert(revision.clone(), look(&revision));
     for dir in WATCHED {
         let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
             continue;
@@ -71,6 +79,7 @@ fn look_all(root: &Path) -> BTreeMap<PathBuf, Look> {
 fn watch(reloader: Arc<Reloader>) -> anyhow::Result<Watch> {
     let root = reloader.store().root().to_owned();
     let seen = Mutex::new(look_all(&root));
+    let revision_file = root.join(revision::FILE);
     let on_change = {
         let reloader = reloader.clone();
         move |result: DebounceEventResult| match result {
@@ -78,7 +87,7 @@ fn watch(reloader: Arc<Reloader>) -> anyhow::Result<Watch> {
                 let mut files: Vec<PathBuf> = events
                     .into_iter()
                     .map(|event| event.path)
-                    .filter(|path| is_resource_file(path))
+                    .filter(|path| is_resource_file(path) || *path == revision_file)
                     .collect();
                 files.sort();
                 files.dedup();
@@ -115,7 +124,17 @@ fn watch(reloader: Arc<Reloader>) -> anyhow::Result<Watch> {
             .watch(&path, RecursiveMode::NonRecursive)
             .with_context(|| format!("cannot watch {} for changes", path.display()))?;
     }
+    // The revision file itself, beside the store's lock and running proxies' entries.
+    debouncer
+        .watcher()
+        .watch(&root, RecursiveMode::NonRecursive)
+        .with_context(|| format!("cannot watch {} for changes", root.display()))?;
     tracing::info!(store = %root.display(), "watching the store for changes");
+    if let Err(err) = reloader.follow() {
+        tracing::warn!(
+            "{err:#}: `mcpctl apply`, `edit` and `delete` will not wait for this proxy to reload"
+        );
+    }
     Ok(Watch {
         _debouncer: debouncer,
     })

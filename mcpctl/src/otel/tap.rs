@@ -108,6 +108,13 @@ impl RequestTap for SpanTap {
             .with_kind(SpanKind::Server)
             .with_attributes(attributes)
             .start_with_context(&self.tracer, &parent);
+        // Joins the trace to the logs: the session's lines carry the same `session`.
+        tracing::debug!(
+            session = request.session_id,
+            trace_id = %span.span_context().trace_id(),
+            method = request.method,
+            "request traced"
+        );
         let mut forward = Entries(Vec::new());
         let context = Context::new().with_remote_span_context(span.span_context().clone());
         self.propagator.inject_context(&context, &mut forward);

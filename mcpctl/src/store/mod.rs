@@ -4,6 +4,8 @@
 //! ```text
 //! $MCPCTL_HOME/
 //!   .lock                  advisory lock held by writers
+//!   revision               raised by every write that changed something (see [`Store::revision`])
+//!   running/               the proxies that follow the store (see [`running`])
 //!   servers/NAME.yaml
 //!   prompts/NAME.yaml
 //!   projects/NAME.yaml
@@ -35,6 +37,8 @@ pub mod parse;
 pub mod project;
 pub mod prompt;
 pub mod resource;
+pub(crate) mod revision;
+pub mod running;
 pub mod server;
 pub mod validate;
 
@@ -186,7 +190,11 @@ impl Store {
                 });
             }
         }
-        Ok(outcomes.into_iter().flatten().collect())
+        let applied: Vec<Applied> = outcomes.into_iter().flatten().collect();
+        if applied.iter().any(|a| a.action != Action::Unchanged) {
+            revision::bump(&self.root)?;
+        }
+        Ok(applied)
     }
 
     /// Deletes `kind`/`name`. A server or prompt that a project names is not deleted.
@@ -217,7 +225,8 @@ impl Store {
                 });
             }
         }
-        files::remove(&path)
+        files::remove(&path)?;
+        revision::bump(&self.root).map(drop)
     }
 
     /// Reads `name`, changes it with `edit`, checks it and writes it back, all under the lock
@@ -243,7 +252,18 @@ impl Store {
             )?;
             validate::warn_unused(&project, &configs);
         }
-        self.write(&resource)
+        let applied = self.write(&resource)?;
+        if applied.action != Action::Unchanged {
+            revision::bump(&self.root)?;
+        }
+        Ok(applied)
+    }
+
+    /// The store's revision: raised by one by every `apply`, `delete` and `update` that
+    /// changed something. Proxies that follow the store say which revision they run
+    /// ([`running`]).
+    pub fn revision(&self) -> u64 {
+        revision::read(&self.root)
     }
 
     fn lock(&self) -> Result<files::WriteLock, StoreError> {

@@ -11,7 +11,7 @@
 //!     gate: { promptBudgetBytes: 4096 }
 //!   alwaysVisible: [echo, "get-*"] # tools (names or globs) gate shows while gated
 //!   namespaceSeparator: "__"       # server__tool, when there are several servers
-//!   routes:                        # routing paths (SPEC P7): names or globs of tools,
+//!   routes:                        # routing paths: names or globs of tools,
 //!     hidden: ["admin-*"]          #   prompts and resource URIs
 //!     passThrough: [echo]
 //!     restricted:                  #   only callers matching an entry see these:
@@ -28,7 +28,7 @@
 //! ```
 //!
 //! `gated: true` (deprecated) is read as `proxyModel: default` and a warning is logged;
-//! `gated: true` together with another `proxyModel` is an error (SPEC C2).
+//! `gated: true` together with another `proxyModel` is an error.
 
 use std::collections::BTreeMap;
 
@@ -72,7 +72,7 @@ pub struct ProjectSpec {
     /// absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace_separator: Option<String>,
-    /// Routing paths (hidden, pass-through; SPEC P7), applied by `mcpctl proxy` and `serve`.
+    /// Routing paths (hidden, pass-through), applied by `mcpctl proxy` and `serve`.
     #[serde(skip_serializing_if = "Routes::is_empty")]
     pub routes: Routes,
     /// The address `mcpctl serve` listens on, kept for when it exists.
@@ -140,7 +140,7 @@ impl ProjectLlm {
     }
 }
 
-/// Which tools, resources and prompts skip the model chain or are hidden (SPEC P7).
+/// Which tools, resources and prompts skip the model chain or are hidden.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Routes {

@@ -20,7 +20,7 @@
 //! ```
 //!
 //! Values are stored exactly as written: `${env:VAR}` placeholders stay placeholders in the
-//! store, in `get` and in `describe` (SPEC T6); only the proxy resolves them, when it starts
+//! store, in `get` and in `describe`; only the proxy resolves them, when it starts
 //! the server.
 //!
 //! A stdio server's environment is the official SDKs' default set (`HOME`, `LOGNAME`, `PATH`,

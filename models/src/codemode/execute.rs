@@ -23,6 +23,7 @@ use mcp_middleware::{Below, Context};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::admission::{self, Ask};
 use super::catalog::{Catalog, Entry};
 use super::sandbox::{
     self, Failure, Finished, Limits, Log, NamespaceSpec, Reply, ToHost, ToolSpec,
@@ -56,6 +57,8 @@ pub(crate) struct Run<'c> {
     pub(crate) catalog: &'c Catalog,
     pub(crate) checker: Option<&'c Checker>,
     pub(crate) budget: Budget,
+    /// What the execute asks of the process-wide pool of sandboxes.
+    pub(crate) admission: Ask,
     /// The client's `_meta` of the execute, sent with each inner call (its progress token).
     pub(crate) meta: Option<RequestMetaObject>,
 }
@@ -72,16 +75,18 @@ pub(crate) async fn execute(
         catalog,
         checker,
         budget,
+        admission,
         meta,
     } = run;
+    let max = budget.max_output_bytes;
     let script = match Script::prepare(code, catalog) {
         Ok(script) => script,
-        Err(script::Refused(message)) => return failed(message, &[], false),
+        Err(script::Refused(message)) => return failed(message, &[], false, max),
     };
     if let Some(checker) = checker
         && let Err(diagnostics) = typecheck::check(checker, catalog, code).await
     {
-        return type_errors(&diagnostics);
+        return type_errors(&diagnostics, max);
     }
     if dry_run {
         let mut result = CallToolResult::success(vec![ContentBlock::text(
@@ -120,6 +125,10 @@ pub(crate) async fn execute(
         max_log_bytes: budget.max_output_bytes,
     };
     let script_positions = &script;
+    let permit = match admission::admit(admission).await {
+        Ok(permit) => permit,
+        Err(message) => return failed(message, &[], false, max),
+    };
     let running = match sandbox::start(
         script.js.clone(),
         namespaces,
@@ -127,9 +136,17 @@ pub(crate) async fn execute(
         limits,
         to_host,
         replies,
+        permit,
     ) {
         Ok(running) => StopOnDrop(running),
-        Err(err) => return failed(format!("the sandbox could not start: {err}"), &[], false),
+        Err(err) => {
+            return failed(
+                format!("the sandbox could not start: {err}"),
+                &[],
+                false,
+                max,
+            );
+        }
     };
     let below = ctx.below(model);
     let mut in_flight: FuturesUnordered<InnerCall<'_>> = FuturesUnordered::new();
@@ -298,6 +315,7 @@ fn answer(finished: Finished, script: &Script, budget: Budget, calls: usize) -> 
                 describe(failure, script, budget, calls),
                 &logs,
                 logs_truncated,
+                budget.max_output_bytes,
             );
         }
     };
@@ -376,23 +394,51 @@ fn snippet_position(stack: &str, script: &Script) -> Option<(u32, u32)> {
     })
 }
 
-/// Type errors: nothing ran.
-fn type_errors(diagnostics: &[Diagnostic]) -> CallToolResult {
+/// Type errors: nothing ran. As many diagnostics as fit in `max` bytes are given.
+fn type_errors(diagnostics: &[Diagnostic], max: usize) -> CallToolResult {
     let mut text = String::from("TypeError: the snippet does not type-check (nothing ran):");
+    let mut shown = 0;
     for d in diagnostics {
-        text.push_str(&format!(
+        let line = format!(
             "\n  line {}, column {}: {} {}",
             d.line, d.column, d.code, d.message
+        );
+        if text.len() + line.len() > max {
+            break;
+        }
+        text.push_str(&line);
+        shown += 1;
+    }
+    if shown < diagnostics.len() {
+        text.push_str(&format!(
+            "\n  ... and {} more (maxOutputBytes is {max})",
+            diagnostics.len() - shown
         ));
     }
+    let diagnostics = &diagnostics[..shown];
     let mut result = CallToolResult::error(vec![ContentBlock::text(text.clone())]);
     result.structured_content =
         Some(json!({"error": text, "diagnostics": diagnostics, "logs": []}));
     result
 }
 
-/// An `execute` error result, with the logs captured before it.
-fn failed(message: String, logs: &[Log], logs_truncated: bool) -> CallToolResult {
+/// `text` within `max` bytes: cut, saying so, when it is longer (a thrown error's message is
+/// the snippet's to choose, so it is bounded like a result).
+fn bounded(text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let note = format!(
+        "\n[truncated: this text is {} bytes; maxOutputBytes is {max}]",
+        text.len()
+    );
+    let (shown, _) = cut(&text, max.saturating_sub(note.len()));
+    shown + &note
+}
+
+/// An `execute` error result, with the logs captured before it; the message is cut to `max`.
+fn failed(message: String, logs: &[Log], logs_truncated: bool, max: usize) -> CallToolResult {
+    let message = bounded(message, max);
     let mut content = vec![ContentBlock::text(message.clone())];
     if let Some(logs) = logs_text(logs, logs_truncated) {
         content.push(ContentBlock::text(logs));

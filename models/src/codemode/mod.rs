@@ -1,10 +1,11 @@
-//! `codemode` (SPEC M7): the upstream tools behind four tools, called from TypeScript.
+//! `codemode`: the upstream tools behind four tools, called from TypeScript.
 //!
 //! One concept per file: [`naming`] (namespace and method identifiers), [`catalog`] (which tool
 //! belongs to which namespace), [`search`] (ranking), [`declare`] (TypeScript from JSON Schema),
 //! [`script`] (type stripping, reference checks, positions), [`sandbox`] (the QuickJS runtime),
 //! [`execute`] (a snippet's run and its inner calls) and [`tools`] (the four tools' answers).
 
+mod admission;
 mod catalog;
 mod declare;
 mod execute;
@@ -28,6 +29,13 @@ use mcp_middleware::proxy_model;
 /// server is a global namespace object and each tool an async method; the calls go through the
 /// rest of the chain below code mode (routes, the models below, observers), so a hidden tool
 /// does not exist in code. Synthetic tools of models below are under the namespace `proxy`.
+/// The tools code sees follow live reloads: a reload that hides a tool or changes the servers
+/// reaches code mode from the next call on.
+///
+/// Over the whole process, at most `maxConcurrentExecutes` sandboxes run at once and their
+/// `memoryBytes` limits add up to at most `totalMemoryBytes`; an `execute` that finds no room
+/// waits `executeQueueMs`, then is refused with an error naming the limit to raise. Every text
+/// an `execute` returns (result, logs, error) is cut to `maxOutputBytes`.
 ///
 /// Naming: a server's namespace is its name with characters other than letters, digits, `_`
 /// and `$` made `_` (`upstream` for the one server of an ad-hoc proxy); a tool's method is its
@@ -39,6 +47,7 @@ pub mod codemode {
     use std::sync::Arc;
     use std::time::Duration;
 
+    use mcp_middleware::Configuration;
     use mcp_middleware::prelude::*;
     use mcp_middleware::types::{InitializeRequestParams, InitializeResult};
     use serde_json::{Value, json};
@@ -63,10 +72,61 @@ pub mod codemode {
         pub max_output_bytes: usize,
         /// The most tool calls of one snippet in flight at once; more wait their turn.
         pub max_concurrent_calls: usize,
+        /// The most `execute`s running at once in the whole process, over every session (each
+        /// runs a sandbox on a thread of its own); more wait their turn for `executeQueueMs`,
+        /// then are refused. Default (unset): the number of CPUs.
+        pub max_concurrent_executes: Option<usize>,
+        /// The most memory the `memoryBytes` limits of the `execute`s running at once in the
+        /// whole process may add up to; more wait their turn for `executeQueueMs`, then are
+        /// refused. Default (unset): 4 x `memoryBytes`.
+        pub total_memory_bytes: Option<usize>,
+        /// How long, in milliseconds, an `execute` waits for a turn when
+        /// `maxConcurrentExecutes` or `totalMemoryBytes` is reached before it is refused.
+        pub execute_queue_ms: u64,
         /// The TypeScript checker: `""` (default) finds `tsgo`, then `tsc`, on `PATH`; `"off"`
         /// checks nothing; anything else is the checker's path. Without one, snippets run
         /// unchecked and `overview` says so.
         pub type_checker: String,
+    }
+
+    impl Config {
+        /// `maxConcurrentExecutes`, or its default: a sandbox per CPU.
+        fn concurrent_executes(&self) -> usize {
+            self.max_concurrent_executes.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(4, std::num::NonZero::get)
+            })
+        }
+
+        /// `totalMemoryBytes`, or its default: room for four sandboxes at their limit.
+        fn total_memory(&self) -> usize {
+            self.total_memory_bytes
+                .unwrap_or_else(|| self.memory_bytes.saturating_mul(4))
+        }
+    }
+
+    /// The process-wide counters of code mode's sandboxes, across every session and project.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Sandboxes {
+        /// Sandboxes running now.
+        pub running: usize,
+        /// The most sandboxes that ever ran at once in this process.
+        pub peak_running: usize,
+        /// The sum of the memory limits of the sandboxes running now, in bytes.
+        pub reserved_bytes: usize,
+        /// `execute`s refused for want of a turn (or room) since the process started.
+        pub refused: usize,
+    }
+
+    /// How many sandboxes run now, and at most ran at once (what `maxConcurrentExecutes` and
+    /// `totalMemoryBytes` bound).
+    pub fn sandboxes() -> Sandboxes {
+        let usage = super::admission::snapshot();
+        Sandboxes {
+            running: usage.running,
+            peak_running: usage.peak_running,
+            reserved_bytes: usage.reserved_bytes,
+            refused: usage.refused,
+        }
     }
 
     impl Default for Config {
@@ -77,6 +137,9 @@ pub mod codemode {
                 max_tool_calls: 100,
                 max_output_bytes: 40_000,
                 max_concurrent_calls: 8,
+                max_concurrent_executes: None,
+                total_memory_bytes: None,
+                execute_queue_ms: 5_000,
                 type_checker: String::new(),
             }
         }
@@ -86,11 +149,19 @@ pub mod codemode {
     /// the catalog is a cache, built again from a listing on the replica that needs it.
     #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
     pub struct State {
-        /// The per-server view, until the tools change.
+        /// The per-server view, and what it was built under (see `catalog`).
         #[serde(skip)]
-        catalog: Option<Arc<Catalog>>,
+        catalog: Option<(CatalogKey, Arc<Catalog>)>,
         /// The servers' names and instructions, from `initialize`.
         server_info: Option<(String, Option<String>, Option<String>)>,
+    }
+
+    /// What a catalog was built under: it is used again only while these are the same.
+    #[derive(Debug, PartialEq)]
+    struct CatalogKey {
+        configuration: Configuration,
+        servers: Vec<String>,
+        separator: Option<String>,
     }
 
     fn name() -> &'static str {
@@ -205,6 +276,12 @@ pub mod codemode {
                     max_output_bytes: config.max_output_bytes,
                     max_concurrent_calls: config.max_concurrent_calls,
                 };
+                let admission = super::admission::Ask {
+                    memory_bytes: config.memory_bytes,
+                    max_concurrent: config.concurrent_executes(),
+                    total_memory_bytes: config.total_memory(),
+                    queue: Duration::from_millis(config.execute_queue_ms),
+                };
                 let catalog = catalog(ctx).await?;
                 let checker = Checker::find(&config.type_checker);
                 let run = execute::Run {
@@ -212,6 +289,7 @@ pub mod codemode {
                     catalog: &catalog,
                     checker: checker.as_ref(),
                     budget,
+                    admission,
                     meta: params.meta,
                 };
                 Ok(execute::execute(ctx, run, code, dry_run).await)
@@ -223,9 +301,21 @@ pub mod codemode {
         }
     }
 
-    /// The session's per-server view, built from the listing below on first use.
+    /// The session's per-server view of the tools below: the one built before while the
+    /// session's configuration (its routes and servers, which live reloads change) and the
+    /// project's servers are the same and no server said its tools changed, else built again
+    /// from a listing (so a tool hidden by a reload is gone from the next call on).
     async fn catalog(ctx: &Context) -> HookResult<Arc<Catalog>> {
-        if let Some(catalog) = ctx.state(|state: &mut State| state.catalog.clone())? {
+        let key = CatalogKey {
+            configuration: ctx.configuration(),
+            servers: ctx.project().map(|p| p.servers.clone()).unwrap_or_default(),
+            separator: ctx.project().and_then(|p| p.separator.clone()),
+        };
+        let cached = ctx.state(|state: &mut State| match &state.catalog {
+            Some((built_under, catalog)) if *built_under == key => Some(catalog.clone()),
+            _ => None,
+        })?;
+        if let Some(catalog) = cached {
             return Ok(catalog);
         }
         let below = ctx.below(name());
@@ -244,7 +334,7 @@ pub mod codemode {
         }
         let synthetic = below.synthetic_tools();
         let catalog = Arc::new(Catalog::build(&listed, ctx.project(), &synthetic));
-        ctx.state(|state: &mut State| state.catalog = Some(catalog.clone()))?;
+        ctx.state(|state: &mut State| state.catalog = Some((key, catalog.clone())))?;
         Ok(catalog)
     }
 
@@ -258,6 +348,9 @@ pub mod codemode {
                 "maxToolCalls": config.max_tool_calls,
                 "maxOutputBytes": config.max_output_bytes,
                 "maxConcurrentCalls": config.max_concurrent_calls,
+                "maxConcurrentExecutes": config.concurrent_executes(),
+                "totalMemoryBytes": config.total_memory(),
+                "executeQueueMs": config.execute_queue_ms,
             }),
         };
         let info = ctx.state(|state: &mut State| state.server_info.clone())?;

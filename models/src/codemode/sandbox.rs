@@ -26,6 +26,7 @@ use rquickjs::{Ctx, Function, Object, Promise, Runtime, Value};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+use super::admission::Permit;
 use super::script::FILE;
 
 /// The sandbox's stack limit: deep enough for ordinary code, far below the thread's stack.
@@ -121,6 +122,8 @@ pub(crate) struct Running {
 }
 
 /// Starts running `js` on a new thread; what it asks and how it ends arrive on `to_host`.
+/// `permit` (its turn in the process-wide pool) goes with the thread and is given back when
+/// the run has ended, even if the execute stopped waiting for it.
 pub(crate) fn start(
     js: String,
     namespaces: Vec<NamespaceSpec>,
@@ -128,6 +131,7 @@ pub(crate) fn start(
     limits: Limits,
     to_host: mpsc::UnboundedSender<ToHost>,
     replies: std_mpsc::Receiver<Reply>,
+    permit: Permit,
 ) -> std::io::Result<Running> {
     let cancel = Arc::new(AtomicBool::new(false));
     let stop = cancel.clone();
@@ -144,6 +148,9 @@ pub(crate) fn start(
                 &to_host,
                 &replies,
             );
+            // The runtime and its memory are gone by now: the turn is given back before the
+            // answer, so whoever reads it sees the pool without this sandbox.
+            drop(permit);
             let _ = to_host.send(ToHost::Done(Box::new(finished)));
         })?;
     Ok(Running { cancel })
@@ -153,6 +160,11 @@ pub(crate) fn start(
 /// in as arguments, so the snippet cannot reach them.
 const PRELUDE: &str = r#"(function (spec, hostCall, hostLog) {
   "use strict";
+  // Stack-trace hooks would hand a snippet CallSite objects of this prelude's frames, and
+  // `CallSite.getFunction()` its functions (`invoke`, the namespaces' traps): fixed to nothing
+  // before any snippet runs. (`caller` and `arguments` of functions throw in QuickJS.)
+  Object.defineProperty(Error, "prepareStackTrace", { value: undefined, writable: false, configurable: false });
+  if (!delete Error.captureStackTrace) throw new Error("Error.captureStackTrace stayed");
   const pending = new Map();
   let nextId = 0;
   const show = (v) => {
@@ -226,7 +238,11 @@ fn run(
         let runtime = Runtime::new().map_err(|e| Failure::Engine(e.to_string()))?;
         runtime.set_memory_limit(limits.memory_bytes);
         runtime.set_max_stack_size(STACK_BYTES);
-        let deadline = Instant::now() + limits.timeout;
+        // A timeout too large to add is as good as none (a year).
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(limits.timeout)
+            .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600));
         let stop = cancel.clone();
         runtime.set_interrupt_handler(Some(Box::new(move || {
             stop.load(Ordering::Relaxed) || Instant::now() >= deadline

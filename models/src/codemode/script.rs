@@ -2,9 +2,9 @@
 //! and positions in the JavaScript that runs mapped back to the snippet as sent.
 //!
 //! oxc was picked over swc for the stripper: one parser, semantic pass, transformer and code
-//! generator of one project, with the source map the positions need (build cost in
-//! BENCHMARKS.md). The snippet is parsed as the body of an async function: `return` gives the
-//! result, `await` works at the top. `import`/`export` are refused (there are no modules).
+//! generator of one project, with the source map the positions need. The snippet is parsed as
+//! the body of an async function: `return` gives the result, `await` works at the top.
+//! `import`/`export` are refused (there are no modules).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

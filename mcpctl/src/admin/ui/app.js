@@ -60,30 +60,44 @@ async function loadTools() {
 
 function drawTools() {
   const words = $("tool-search").value.trim().toLowerCase();
-  const shown = tools.filter((t) => !words || (t.name + " " + (t.description || "")).toLowerCase().includes(words));
-  $("tool-list").replaceChildren(...shown.map(toolCard));
+  const shown = (Array.isArray(tools) ? tools : []).filter((t) => !words || (String(t && t.name) + " " + String((t && t.description) || "")).toLowerCase().includes(words));
+  // One odd tool must not blank the view: a card that cannot be drawn is drawn plainly.
+  $("tool-list").replaceChildren(...shown.map((t) => { try { return toolCard(t); } catch (err) { return toolCard(t, err); } }));
 }
 
-// A "try it" form from the tool's input schema: one field per property (checkbox for
-// booleans, number for numbers, JSON for objects and arrays, text otherwise).
-function toolCard(tool) {
-  const schema = tool.inputSchema || {};
-  const properties = schema.properties || {};
-  const required = new Set(schema.required || []);
-  const fields = Object.entries(properties).map(([name, prop]) => {
-    const type = Array.isArray(prop.type) ? prop.type[0] : prop.type;
-    let input;
-    if (type === "boolean") input = el("input", { type: "checkbox", name });
-    else if (type === "number" || type === "integer") input = el("input", { type: "number", name, step: type === "integer" ? "1" : "any" });
-    else if (type === "object" || type === "array") input = el("textarea", { name, rows: "2", placeholder: "JSON" });
-    else input = el("input", { type: "text", name });
-    if (prop.enum) input.setAttribute("placeholder", prop.enum.join(" | "));
-    if (required.has(name)) input.required = true;
-    input.dataset.type = type || "string";
-    return el("label", {}, name + (required.has(name) ? " *" : ""), input);
-  });
+const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+const hint = (v) => (typeof v === "string" ? v : JSON.stringify(v));
+
+// One field of the form for property `name` with schema `prop`: checkbox for booleans, number
+// for numbers, text for strings, JSON otherwise (and for a schema that is not an object).
+function field(name, prop, required) {
+  const p = isObject(prop) ? prop : null;
+  let type = p && (Array.isArray(p.type) ? p.type.find((t) => typeof t === "string" && t !== "null") : p.type);
+  if (p && type === undefined) type = "string";
+  if (!["boolean", "number", "integer", "string"].includes(type)) type = "json";
+  let input;
+  if (type === "boolean") input = el("input", { type: "checkbox", name });
+  else if (type === "number" || type === "integer") input = el("input", { type: "number", name, step: type === "integer" ? "1" : "any" });
+  else if (type === "json") input = el("textarea", { name, rows: "2", placeholder: "JSON" });
+  else input = el("input", { type: "text", name });
+  if (p && p.enum !== undefined) input.setAttribute("placeholder", Array.isArray(p.enum) ? p.enum.map(hint).join(" | ") : hint(p.enum));
+  if (required) input.required = true;
+  input.dataset.type = type;
+  return el("label", {}, name + (required ? " *" : ""), input);
+}
+
+// A "try it" form from the tool's input schema: one field per property; when the properties
+// cannot be read as fields (or drawing failed: `broken`), one raw JSON field for the arguments.
+function toolCard(tool, broken) {
+  tool = isObject(tool) ? tool : { name: hint(tool) };
+  const schema = isObject(tool.inputSchema) ? tool.inputSchema : {};
+  const properties = schema.properties === undefined ? {} : schema.properties;
+  const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+  const fields = isObject(properties) && !broken
+    ? Object.entries(properties).map(([name, prop]) => field(name, prop, required.has(name)))
+    : [el("label", {}, "arguments (JSON object)", el("textarea", { name: "arguments", rows: "3", placeholder: "{}", "data-type": "raw" }))];
   const result = el("pre", { class: "result", hidden: "" });
-  const form = el("form", { "data-tool": tool.name }, ...fields, el("button", { type: "submit" }, "Call"), result);
+  const form = el("form", { "data-tool": hint(tool.name) }, ...fields, el("button", { type: "submit" }, "Call"), result);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const args = {};
@@ -92,8 +106,13 @@ function toolCard(tool) {
         const type = input.dataset.type;
         if (type === "boolean") { args[input.name] = input.checked; continue; }
         if (input.value === "") continue;
-        if (type === "number" || type === "integer") args[input.name] = Number(input.value);
-        else if (type === "object" || type === "array") args[input.name] = JSON.parse(input.value);
+        if (type === "raw") {
+          const raw = JSON.parse(input.value);
+          if (!isObject(raw)) throw new Error("the arguments must be a JSON object");
+          Object.assign(args, raw);
+        }
+        else if (type === "number" || type === "integer") args[input.name] = Number(input.value);
+        else if (type === "json") args[input.name] = JSON.parse(input.value);
         else args[input.name] = input.value;
       }
       const answer = await api("/api/tools/" + encodeURIComponent(tool.name) + "/call", {
@@ -106,8 +125,8 @@ function toolCard(tool) {
     }
     result.hidden = false;
   });
-  const meta = el("div", { class: "meta" }, "server " + tool.server + (tool.restricted ? " · restricted" : ""));
-  return el("div", { class: "tool", "data-tool": tool.name }, el("h3", {}, tool.name), meta, el("p", {}, tool.description || ""), form);
+  const meta = el("div", { class: "meta" }, "server " + hint(tool.server) + (tool.restricted ? " · restricted" : "") + (broken ? " · schema not drawn: " + broken.message : ""));
+  return el("div", { class: "tool", "data-tool": hint(tool.name) }, el("h3", {}, hint(tool.name)), meta, el("p", {}, hint(tool.description || "")), form);
 }
 
 async function loadSessions() {
