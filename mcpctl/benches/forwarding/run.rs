@@ -106,6 +106,8 @@ enum Variant {
     Direct,
     Passthrough,
     Default,
+    /// `audit`: an observer that writes and MACs one record per call (what operators run).
+    Audit,
     /// The library proxy with a model hooked on methods the bench never sends (stdio only).
     Elsewhere,
     /// A process that only copies bytes between the client and the server (stdio only): the
@@ -119,6 +121,7 @@ impl Variant {
             Variant::Direct => "direct",
             Variant::Passthrough => "passthrough",
             Variant::Default => "default",
+            Variant::Audit => "audit",
             Variant::Elsewhere => "hooked-elsewhere",
             Variant::Relay => "relay",
         }
@@ -415,6 +418,7 @@ pub(super) fn run(counts: &Counts) -> io::Result<()> {
             Variant::Direct,
             Variant::Passthrough,
             Variant::Default,
+            Variant::Audit,
             Variant::Elsewhere,
             Variant::Relay,
         ]
@@ -423,10 +427,12 @@ pub(super) fn run(counts: &Counts) -> io::Result<()> {
     for &variant in stdio_variants {
         let mut command = match variant {
             Variant::Direct => Command::new(&exe),
-            Variant::Passthrough | Variant::Default => {
+            Variant::Passthrough | Variant::Default | Variant::Audit => {
                 let mut command = Command::new(mcpctl);
                 command
-                    .args(["proxy", "--model", variant.name(), "--"])
+                    .args(["proxy", "--model", variant.name()])
+                    .args(model_config(variant))
+                    .arg("--")
                     .arg(&exe);
                 command
             }
@@ -517,6 +523,7 @@ pub(super) fn run(counts: &Counts) -> io::Result<()> {
             (Variant::Relay, Up::Http),
             (Variant::Passthrough, Up::Stdio),
             (Variant::Default, Up::Stdio),
+            (Variant::Audit, Up::Stdio),
             (Variant::Passthrough, Up::Http),
             (Variant::Default, Up::Http),
         ]
@@ -524,7 +531,12 @@ pub(super) fn run(counts: &Counts) -> io::Result<()> {
     let http_variants: &[Variant] = if http_paths.is_empty() {
         &[]
     } else {
-        &[Variant::Direct, Variant::Passthrough, Variant::Default]
+        &[
+            Variant::Direct,
+            Variant::Passthrough,
+            Variant::Default,
+            Variant::Audit,
+        ]
     };
     let mut http: Vec<HttpPath> = Vec::new();
     for &(variant, up) in http_paths {
@@ -666,6 +678,11 @@ pub(super) fn run(counts: &Counts) -> io::Result<()> {
         client_parse_ms(&list_json, 10),
         counts.idle_sessions,
     );
+    let _ = std::fs::remove_file(audit_log());
+    let _ = std::fs::remove_file(std::env::temp_dir().join(format!(
+        "forwarding-bench-admin-tokens-{}",
+        std::process::id()
+    )));
     println!("total time {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }
@@ -701,6 +718,8 @@ fn start_http(
                 "--url",
                 url,
             ])
+            .args(model_config(variant))
+            .args(operated(variant))
             .args(SESSION_QUOTA)
             .stderr(Stdio::piped());
         command
@@ -714,6 +733,8 @@ fn start_http(
                 "--model",
                 variant.name(),
             ])
+            .args(model_config(variant))
+            .args(operated(variant))
             .args(SESSION_QUOTA)
             .arg("--")
             .arg(exe)
@@ -758,6 +779,49 @@ fn start_http(
         }
     });
     Ok((child, url))
+}
+
+/// The `--set` arguments a variant's model needs: `audit` writes its records to a file of this
+/// run's (removed when the run ends), with a key given inline.
+fn model_config(variant: Variant) -> Vec<String> {
+    if variant != Variant::Audit {
+        return Vec::new();
+    }
+    vec![
+        "--set".to_owned(),
+        format!("audit.path={}", audit_log().display()),
+        "--set".to_owned(),
+        "audit.key=a-key-for-the-forwarding-bench".to_owned(),
+    ]
+}
+
+/// Over HTTP the `audit` paths also run the admin listener (its request tap feeds `/metrics`):
+/// the configuration operators run.
+fn operated(variant: Variant) -> Vec<String> {
+    if variant != Variant::Audit {
+        return Vec::new();
+    }
+    let tokens = std::env::temp_dir().join(format!(
+        "forwarding-bench-admin-tokens-{}",
+        std::process::id()
+    ));
+    if std::fs::write(&tokens, "bench a-token-for-the-forwarding-bench\n").is_err() {
+        return Vec::new();
+    }
+    vec![
+        "--admin-listen".to_owned(),
+        "127.0.0.1:0".to_owned(),
+        "--admin-tokens".to_owned(),
+        tokens.display().to_string(),
+    ]
+}
+
+/// Where the `audit` paths of this run write.
+fn audit_log() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
+        "forwarding-bench-audit-{}.jsonl",
+        std::process::id()
+    ))
 }
 
 /// Stops an HTTP endpoint: SIGTERM for `mcpctl serve` (it stops its upstreams), kill for the
@@ -943,7 +1007,7 @@ fn client_parse_ms(list_json: &str, iterations: usize) -> f64 {
 }
 
 fn report(samples: &Samples, notes: &[String], client_parse_ms: f64, idle_sessions: usize) {
-    let columns = [Variant::Passthrough, Variant::Default];
+    let columns = [Variant::Passthrough, Variant::Default, Variant::Audit];
     println!();
     print!("{:<38} | {:>10}", "scenario (median of rounds)", "direct");
     for v in columns {
@@ -988,6 +1052,10 @@ fn report(samples: &Samples, notes: &[String], client_parse_ms: f64, idle_sessio
     println!(
         "[2] default pages it: the client gets page 1 (32 KiB) and a read_page cursor; the \
          proxy keeps the rest"
+    );
+    println!(
+        "[4] audit: one JSON record per call, MACed and chained; over HTTP also the admin \
+         listener, whose request tap feeds /metrics (the configuration operators run)"
     );
     println!(
         "[3] the proxy process's VmRSS / VmHWM; direct: the server's own; per idle session: \
@@ -1076,7 +1144,7 @@ fn report(samples: &Samples, notes: &[String], client_parse_ms: f64, idle_sessio
         );
         return;
     }
-    println!("Targets, for passthrough / default:");
+    println!("Targets, for passthrough / default / audit:");
     type Check<'a> = dyn Fn(Variant) -> Option<(bool, String)> + 'a;
     let ratio =
         move |metric: Metric, v: Variant| Some((m(metric, v)?, m(metric, Variant::Direct)?));
@@ -1116,6 +1184,39 @@ fn report(samples: &Samples, notes: &[String], client_parse_ms: f64, idle_sessio
                 let d = m(Metric::StdioListP50, v)?;
                 let p = m(Metric::StdioListP50, Variant::Passthrough)?;
                 Some((d <= 1.5 * p, format!("{:.2}x", d / p)))
+            }),
+        ),
+        (
+            "audit: stdio echo p50 <= 1.1x passthrough",
+            Box::new(move |v| {
+                if v != Variant::Audit {
+                    return None;
+                }
+                let a = m(Metric::StdioEchoP50, v)?;
+                let p = m(Metric::StdioEchoP50, Variant::Passthrough)?;
+                Some((a <= 1.1 * p, format!("{:.2}x", a / p)))
+            }),
+        ),
+        (
+            "audit: stdio CPU per echo <= 1.2x passthrough",
+            Box::new(move |v| {
+                if v != Variant::Audit {
+                    return None;
+                }
+                let a = m(Metric::StdioEchoCpu, v)?;
+                let p = m(Metric::StdioEchoCpu, Variant::Passthrough)?;
+                Some((a <= 1.2 * p, format!("{:.2}x", a / p)))
+            }),
+        ),
+        (
+            "audit: stdio tools/list p50 <= 1.1x passthrough",
+            Box::new(move |v| {
+                if v != Variant::Audit {
+                    return None;
+                }
+                let a = m(Metric::StdioListP50, v)?;
+                let p = m(Metric::StdioListP50, Variant::Passthrough)?;
+                Some((a <= 1.1 * p, format!("{:.2}x", a / p)))
             }),
         ),
         (
