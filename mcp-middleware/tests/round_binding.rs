@@ -39,13 +39,14 @@ fn envelope() -> Value {
     serde_json::from_str(ENVELOPE).expect("envelope is JSON")
 }
 
-#[tokio::test]
-async fn a_retry_naming_another_tool_is_refused_and_the_round_stays_open() {
-    let mut client = Client::connect(Proxy::new(scripted_upstream()).model::<asker::Model>());
+/// Calls `tool` (which opens an input round), retries with the round's state under `other`
+/// (refused with invalid params naming `tool`), then retries under `tool` itself: the round was
+/// still open. The genuine retry's answer.
+async fn refused_under_another_name(client: &mut Client, tool: &str, other: &str) -> Value {
     let round = client
         .request(
             "tools/call",
-            json!({"name": "ask", "arguments": {}, "_meta": envelope()}),
+            json!({"name": tool, "arguments": {}, "_meta": envelope()}),
         )
         .await;
     let result = &round["result"];
@@ -57,30 +58,27 @@ async fn a_retry_naming_another_tool_is_refused_and_the_round_stays_open() {
     let state = result["requestState"].clone();
     let answer =
         json!({"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"});
+    let retry = |name: &str| {
+        json!({"name": name, "arguments": {}, "_meta": envelope(),
+               "requestState": state, "inputResponses": {&key: answer}})
+    };
 
-    // The round's state and answers, under the name of another tool of the upstream.
-    let other = client
-        .request(
-            "tools/call",
-            json!({"name": "echo", "arguments": {}, "_meta": envelope(),
-                   "requestState": state, "inputResponses": {&key: answer}}),
-        )
-        .await;
-    assert_eq!(other["error"]["code"], -32602, "{other}");
-    let message = other["error"]["message"].as_str().unwrap_or_default();
+    let refused = client.request("tools/call", retry(other)).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("requestState belongs to tool `ask`, not `echo`"),
-        "{other}"
+        message.contains(&format!(
+            "requestState belongs to tool `{tool}`, not `{other}`"
+        )),
+        "{refused}"
     );
+    client.request("tools/call", retry(tool)).await
+}
 
-    // The genuine retry still resumes the round.
-    let done = client
-        .request(
-            "tools/call",
-            json!({"name": "ask", "arguments": {}, "_meta": envelope(),
-                   "requestState": state, "inputResponses": {&key: answer}}),
-        )
-        .await;
+#[tokio::test]
+async fn a_retry_naming_another_tool_is_refused_and_the_round_stays_open() {
+    let mut client = Client::connect(Proxy::new(scripted_upstream()).model::<asker::Model>());
+    let done = refused_under_another_name(&mut client, "ask", "echo").await;
     assert_eq!(Client::texts(&done), ["4"], "{done}");
     client.close().await.expect("closed");
 }
@@ -90,43 +88,7 @@ async fn a_retry_naming_another_tool_is_refused_and_the_round_stays_open() {
 #[tokio::test]
 async fn a_bridged_round_of_the_upstream_is_bound_to_its_tool_too() {
     let mut client = Client::connect(Proxy::new(scripted_upstream()));
-    let round = client
-        .request(
-            "tools/call",
-            json!({"name": "needs_sampling", "arguments": {}, "_meta": envelope()}),
-        )
-        .await;
-    let result = &round["result"];
-    assert_eq!(result["resultType"], "input_required", "{round}");
-    let key = result["inputRequests"]
-        .as_object()
-        .and_then(|requests| requests.keys().next().cloned())
-        .unwrap_or_default();
-    let state = result["requestState"].clone();
-    let answer =
-        json!({"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"});
-
-    let other = client
-        .request(
-            "tools/call",
-            json!({"name": "echo_args", "arguments": {}, "_meta": envelope(),
-                   "requestState": state, "inputResponses": {&key: answer}}),
-        )
-        .await;
-    assert_eq!(other["error"]["code"], -32602, "{other}");
-    let message = other["error"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("requestState belongs to tool `needs_sampling`, not `echo_args`"),
-        "{other}"
-    );
-
-    let done = client
-        .request(
-            "tools/call",
-            json!({"name": "needs_sampling", "arguments": {}, "_meta": envelope(),
-                   "requestState": state, "inputResponses": {&key: answer}}),
-        )
-        .await;
+    let done = refused_under_another_name(&mut client, "needs_sampling", "echo_args").await;
     assert!(
         done["result"]["content"][0]["text"]
             .as_str()

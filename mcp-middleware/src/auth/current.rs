@@ -27,6 +27,15 @@ impl CurrentIdentity {
         }
     }
 
+    /// Runs `f` on the identity to decide the next request on, without taking a copy (what
+    /// the session does for every request it routes).
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&Identity) -> R) -> R {
+        match self.0.read() {
+            Ok(held) => f(&held),
+            Err(poisoned) => f(&poisoned.into_inner()),
+        }
+    }
+
     /// Takes `identity`, which a request of the session was just authenticated as, as the
     /// session's from now on. Only an identity of the session's own principal is taken: the
     /// front never hands a session to another principal, and this is the second lock on that

@@ -707,7 +707,7 @@ impl Session {
             .start(id, method, params, &self.scope, &self.server);
         // The chain's outermost step (routing paths, which fail closed): only when routes are
         // configured is anything parsed here.
-        let entered = self.chain.enter(method, params, &self.scope.identity.get());
+        let entered = (self.scope.identity).with(|who| self.chain.enter(method, params, who));
         let hooked = match entered.path {
             Path::Refused(error) => {
                 self.reject_routed(id, method, params, error);
@@ -1206,10 +1206,11 @@ impl Session {
     fn on_upstream_notification(&mut self, line: &str, method: &str, params: Option<&str>) {
         // Routes: a hidden resource's updates never reach the client (nor listen streams).
         if method == "notifications/resources/updated"
-            && self
-                .chain
-                .router()
-                .is_some_and(|router| router.hides_update(params, &self.scope.identity.get()))
+            && self.chain.router().is_some_and(|router| {
+                self.scope
+                    .identity
+                    .with(|who| router.hides_update(params, who))
+            })
         {
             tracing::debug!("an update for a hidden resource was dropped");
             return;

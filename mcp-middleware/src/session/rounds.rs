@@ -150,7 +150,7 @@ pub(super) fn other_target(
 impl Session {
     /// What this session's states are bound to.
     fn with_binding<R>(&self, f: impl FnOnce(&Binding<'_>) -> R) -> R {
-        let principal = self.scope.identity.get().principal();
+        let principal = self.scope.identity.with(crate::auth::Identity::principal);
         f(&Binding::new(&self.scope.id, &principal))
     }
 

@@ -119,7 +119,7 @@ fn spawn(port: u16, extra: &[&str]) -> Child {
 /// Waits until it logs that it accepts connections (bounded: a server that never does fails
 /// the test). The log is dropped then: Redis ignores the broken pipe, so it is never blocked
 /// by a log nobody reads.
-async fn listening(child: &mut Child) {
+pub(super) async fn listening(child: &mut Child) {
     let Some(log) = child.stdout.take() else {
         panic!("redis-server's log is not piped");
     };

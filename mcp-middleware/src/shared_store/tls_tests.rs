@@ -4,9 +4,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
-use super::test_server::trust;
+use super::test_server::{listening, trust};
 use super::{SharedStore, StoreError};
 
 /// A directory of certificates, removed when dropped: `ca.pem` issued `server.pem` (for
@@ -146,26 +145,16 @@ async fn start(certs: &Certificates, clients: &str) -> TlsServer {
             &arg("server.key"),
         ])
         .args(["--tls-ca-cert-file", &arg("ca.pem")])
-        .stdout(Stdio::null())
+        // Its log, read until it is ready.
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|err| panic!("redis-server could not start: {err}"));
-    let server = TlsServer {
+    let mut server = TlsServer {
         child,
         url: format!("rediss://127.0.0.1:{port}/0"),
     };
-    // Ready once its TLS port takes connections (bounded).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "redis-server never listened on {port}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    listening(&mut server.child).await;
     server
 }
 
