@@ -179,7 +179,7 @@ pub(crate) fn edit_file(
             .with_context(|| format!("cannot back {shown} up to {}", bak.display()))?;
         backup = format!(" (the old file is {})", bak.display());
     }
-    write_atomic(&target, &text)?;
+    crate::store::files::write_atomic(&target, &text)?;
     Ok(format!("`{project}` {action} {shown}{backup}"))
 }
 
@@ -187,37 +187,6 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(suffix);
     PathBuf::from(name)
-}
-
-/// Replaces `path` atomically: a temporary file beside it, synced, given the old file's
-/// permissions (a client's file may hold secrets), then renamed over it.
-fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create the directory {}", dir.display()))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let permissions = std::fs::metadata(path).ok().map(|m| m.permissions());
-    let written = (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        if let Some(permissions) = permissions {
-            std::fs::set_permissions(&temp, permissions)?;
-        }
-        std::fs::rename(&temp, path)
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&temp);
-        return Err(e).with_context(|| format!("cannot write {}", path.display()));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

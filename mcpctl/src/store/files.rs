@@ -37,10 +37,16 @@ pub(crate) fn lock(root: &Path) -> Result<WriteLock, StoreError> {
     Ok(WriteLock { _file: file })
 }
 
-/// Replaces `path` with `contents` atomically (see the module docs). Call with the lock held.
+/// Replaces `path` with `contents` atomically (see the module docs). Call with the lock held
+/// for a file of the store.
+/// The replaced file's permissions carry over (a client's configuration, which `mcpctl install`
+/// rewrites the same way, may hold secrets).
 pub(crate) fn write_atomic(path: &Path, contents: &str) -> Result<(), StoreError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
     fs::create_dir_all(dir).map_err(|e| StoreError::io("create the directory", dir, e))?;
     let file_name = path
         .file_name()
@@ -51,10 +57,15 @@ pub(crate) fn write_atomic(path: &Path, contents: &str) -> Result<(), StoreError
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
+    let permissions = fs::metadata(path).ok().map(|m| m.permissions());
     let written = (|| {
         let mut file = File::create(&temp)?;
         file.write_all(contents.as_bytes())?;
-        file.sync_all()
+        file.sync_all()?;
+        match permissions {
+            Some(permissions) => fs::set_permissions(&temp, permissions),
+            None => Ok(()),
+        }
     })();
     if let Err(e) = written {
         let _ = fs::remove_file(&temp);
